@@ -1,0 +1,276 @@
+"""Reading and writing NER corpora.
+
+Formats:
+- `conll`: one `CHAR<space|tab>TAG` per line, a blank line between sentences (BMES, BIO or BIOES);
+- `weibo`: Weibo's original release, `CHARn<TAB>TAG`, where n is the character's 1-2 digit position in its word;
+  the character is the first code point of the token (the character itself may be a digit);
+- `jsonl`: one `{"text": str, "entities": [{"start", "end", "type"}, ...]}` per line (`entities` optional).
+
+Every problem is reported as a ZhnerError naming the file and line.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zhner.data.schemes import (
+    Span,
+    detect_scheme,
+    first_violation,
+    spans_to_tags,
+    split_tag,
+    tags_to_spans,
+    validate_tag,
+)
+from zhner.errors import ZhnerError
+from zhner.fileio import atomic_open
+
+FORMATS = ("auto", "conll", "weibo", "jsonl")
+
+
+@dataclass
+class Sentence:
+    chars: list[str]
+    tags: list[str] | None = None  # None for unlabelled text
+    line: int = 1  # line of the first token in its file (JSONL: the record's line)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chars)
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+
+@dataclass
+class Corpus:
+    sentences: list[Sentence]
+    scheme: str
+    path: str = "<memory>"
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def __iter__(self) -> Iterator[Sentence]:
+        return iter(self.sentences)
+
+    def spans(self, strict: bool = True) -> list[list[Span]]:
+        return [tags_to_spans(s.tags or [], self.scheme, strict) for s in self.sentences]
+
+    def token_line(self, sent: Sentence, index: int) -> int:
+        """The line in the file of token `index` of `sent` (JSONL: the record's line)."""
+        return sent.line if sent.meta.get("jsonl") else sent.line + index
+
+
+def read_corpus(
+    path: str | Path,
+    fmt: str = "auto",
+    scheme: str | None = None,
+    strict: bool = False,
+    labelled: bool = True,
+) -> Corpus:
+    """Read a corpus file.
+
+    fmt: one of FORMATS; `auto` picks jsonl for `.jsonl`/`.json` or a first line starting with `{`,
+         weibo when every token is a character followed by 1-2 digits, else conll.
+    scheme: bio / bioes / bmes, or None to detect it from the tags.
+    strict: also reject tag sequences that break the scheme's grammar (an orphan I-/M-/E-, a B- without its E-).
+    labelled: for conll/weibo, whether lines carry a tag column (unlabelled files have one character per line).
+    """
+    path = Path(path)
+    lines = _read_lines(path)
+    if fmt not in FORMATS:
+        raise ZhnerError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}", path)
+    if fmt == "auto":
+        fmt = _detect_format(path, lines)
+    if fmt == "jsonl":
+        sentences = _parse_jsonl(path, lines, scheme or "bmes")
+        scheme = scheme or "bmes"
+    else:
+        sentences = _parse_columns(path, lines, weibo=fmt == "weibo", labelled=labelled)
+    if not sentences:
+        raise ZhnerError("the file holds no sentences", path)
+    corpus = Corpus(sentences, scheme or _detect(sentences), str(path))
+    _validate(corpus, strict)
+    return corpus
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ZhnerError("no such file", path) from None
+    except IsADirectoryError:
+        raise ZhnerError("is a directory, expected a corpus file", path) from None
+    except OSError as exc:
+        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ZhnerError(f"not valid UTF-8 (byte {raw[exc.start]:#04x}); convert the file to UTF-8", path, line) from None
+    if not text.strip():
+        raise ZhnerError("the file is empty", path)
+    return text.split("\n")
+
+
+def _detect_format(path: Path, lines: list[str]) -> str:
+    first = next(ln for ln in lines if ln.strip())
+    if path.suffix in (".jsonl", ".json") or first.lstrip().startswith("{"):
+        return "jsonl"
+    tokens = [ln.split()[0] for ln in lines[:2000] if ln.strip()]
+    if tokens and all(_looks_weibo(t) for t in tokens):
+        return "weibo"
+    return "conll"
+
+
+# A character, then its 1-2 digit position in its word. Upstream damaged some emoji into two U+FFFD, hence the
+# optional second non-digit; the character itself may be a digit ('310' is '3' at position 10).
+_WEIBO_TOKEN = re.compile(r"(.)(\D?)([0-9]{1,2})", re.ASCII | re.DOTALL)
+
+
+def _looks_weibo(token: str) -> bool:
+    return _WEIBO_TOKEN.fullmatch(token) is not None
+
+
+def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) -> list[Sentence]:
+    sentences: list[Sentence] = []
+    chars: list[str] = []
+    tags: list[str] = []
+    start = 0
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            if chars:
+                sentences.append(Sentence(chars, tags if labelled else None, start))
+            chars, tags = [], []
+            continue
+        if not chars:
+            start = lineno
+        fields = line.split()
+        want = 2 if labelled else 1
+        if len(fields) != want:
+            what = "CHAR TAG" if labelled else "one character"
+            raise ZhnerError(f"malformed line {line[:40]!r}: expected {what}", path, lineno)
+        token = fields[0]
+        if weibo:
+            if not _looks_weibo(token):
+                raise ZhnerError(f"malformed Weibo token {token!r}: expected a character and its 1-2 digit position", path, lineno)
+            token = token[0]
+        elif len(token) != 1:
+            raise ZhnerError(f"token {token!r} is not a single character", path, lineno)
+        chars.append(token)
+        if labelled:
+            try:
+                split_tag(fields[1])
+            except ValueError as exc:
+                raise ZhnerError(str(exc), path, lineno) from None
+            tags.append(fields[1])
+    if chars:
+        sentences.append(Sentence(chars, tags if labelled else None, start))
+    return sentences
+
+
+def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
+    sentences = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ZhnerError(f"invalid JSON: {exc.msg}", path, lineno) from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ZhnerError('expected an object with a string field "text"', path, lineno)
+        text = record["text"]
+        if not text:
+            raise ZhnerError('field "text" is empty', path, lineno)
+        tags = None
+        if "entities" in record:
+            spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
+            try:
+                tags = spans_to_tags(len(text), spans, scheme)
+            except ValueError as exc:
+                raise ZhnerError(f"entities: {exc}", path, lineno) from None
+        sentences.append(Sentence(list(text), tags, lineno, {"jsonl": True}))
+    return sentences
+
+
+def _as_list(value, path: Path, lineno: int) -> list:
+    if not isinstance(value, list):
+        raise ZhnerError('field "entities" must be a list', path, lineno)
+    return value
+
+
+def _parse_entity(entity, path: Path, lineno: int) -> Span:
+    if isinstance(entity, dict):
+        start, end, label = entity.get("start"), entity.get("end"), entity.get("type")
+    elif isinstance(entity, list) and len(entity) == 3:
+        start, end, label = entity
+    else:
+        raise ZhnerError('an entity must be {"start", "end", "type"} or [start, end, type]', path, lineno)
+    if not (isinstance(start, int) and isinstance(end, int) and isinstance(label, str) and label):
+        raise ZhnerError(f"bad entity {entity!r}: start/end must be integers and type a non-empty string", path, lineno)
+    return start, end, label
+
+
+def _detect(sentences: list[Sentence]) -> str:
+    return detect_scheme(t for s in sentences for t in (s.tags or []))
+
+
+def _validate(corpus: Corpus, strict: bool) -> None:
+    for sent in corpus.sentences:
+        if sent.tags is None:
+            continue
+        for i, tag in enumerate(sent.tags):
+            validate_tag(tag, corpus.scheme, corpus.path, corpus.token_line(sent, i))
+        if strict:
+            bad = first_violation(sent.tags, corpus.scheme)
+            if bad is not None:
+                raise ZhnerError(
+                    f"tag {sent.tags[bad]!r} breaks the {corpus.scheme.upper()} scheme "
+                    "(read without strict checking to accept it)",
+                    corpus.path,
+                    corpus.token_line(sent, bad),
+                )
+
+
+def check_known_tags(corpus: Corpus, known: Iterable[str]) -> None:
+    """Reject tags outside a model's label set, naming the first offending line."""
+    known = set(known)
+    for sent in corpus.sentences:
+        for i, tag in enumerate(sent.tags or []):
+            if tag not in known:
+                raise ZhnerError(
+                    f"unknown tag {tag!r} (the model knows {len(known)} tags)", corpus.path, corpus.token_line(sent, i)
+                )
+
+
+def write_conll(path: str | Path, sentences: Iterable[Sentence], sep: str = " ") -> None:
+    """Write `CHAR TAG` lines; atomic."""
+    with atomic_open(path) as out:
+        for sent in sentences:
+            if sent.tags is None:
+                raise ValueError("cannot write an unlabelled sentence in CoNLL format")
+            for ch, tag in zip(sent.chars, sent.tags):
+                out.write(f"{ch}{sep}{tag}\n")
+            out.write("\n")
+
+
+def write_jsonl(path: str | Path, sentences: Iterable[Sentence], scheme: str) -> None:
+    """Write one `{"text", "entities"}` record per sentence (strict spans); atomic."""
+    with atomic_open(path) as out:
+        for sent in sentences:
+            out.write(json.dumps(sentence_record(sent, scheme), ensure_ascii=False) + "\n")
+
+
+def sentence_record(sent: Sentence, scheme: str) -> dict:
+    text = sent.text
+    spans = tags_to_spans(sent.tags or [], scheme, strict=True)
+    return {"text": text, "entities": [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in spans]}
