@@ -26,7 +26,10 @@ def split_tag(tag: str) -> tuple[str, str]:
         return "O", ""
     if len(tag) < 3 or tag[1] not in "-_" or not tag[2:]:
         raise ValueError(f"malformed tag {tag!r} (expected O or PREFIX-TYPE)")
-    return tag[0].upper(), tag[2:]
+    prefix = tag[0].upper()
+    if prefix not in "BIMES":
+        raise ValueError(f"unknown tag {tag!r} (prefixes are B, I, M, E, S, or the tag O)")
+    return prefix, tag[2:]
 
 
 def detect_scheme(tags: Iterable[str]) -> str:

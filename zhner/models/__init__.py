@@ -1,0 +1,10 @@
+"""The model zoo: each name maps to (config class, model class); one file per model."""
+from __future__ import annotations
+
+from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+from zhner.models.modeling_tener import TENER, TENERConfig
+
+MODELS = {
+    "tener": (TENERConfig, TENER),
+    "bilstm_crf": (BiLSTMCRFConfig, BiLSTMCRF),
+}

@@ -1,0 +1,35 @@
+"""Length-bucketed batching: sentences of similar length share a batch, so little compute goes to padding."""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+
+def length_batches(
+    lengths: Sequence[int],
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int = 0,
+    pool_batches: int = 50,
+) -> list[list[int]]:
+    """Split sentence indices into batches of similar length.
+
+    Without shuffling: indices sorted by length (longest first), cut into batches; order is deterministic.
+    With shuffling: indices are shuffled, cut into pools of `pool_batches` batches, sorted by length inside each pool,
+    cut into batches, and the batches shuffled -- random across epochs (seeded) yet with little padding.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    indices = list(range(len(lengths)))
+    if not shuffle:
+        indices.sort(key=lambda i: -lengths[i])
+        return [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
+    rng = random.Random(seed)
+    rng.shuffle(indices)
+    pool = batch_size * pool_batches
+    batches = []
+    for p in range(0, len(indices), pool):
+        chunk = sorted(indices[p : p + pool], key=lambda i: -lengths[i])
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches

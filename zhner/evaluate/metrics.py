@@ -1,0 +1,275 @@
+"""Entity-level NER metrics: exact-span P/R/F1 (strict and lenient decoding), per type, FLAT's span F, type accuracy.
+
+A span is `(start, end, type)`, `end` exclusive (see `zhner.data.schemes`). Spans are compared sentence by
+sentence, so the same offsets in two sentences never match each other.
+
+The functions taking span lists return fractions in [0, 1] (`PRF`); `NERScorer.result()` and `score_files`
+return percentages rounded to 2 decimals, the way papers report them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zhner.data.corpus import Corpus, read_corpus
+from zhner.data.schemes import SCHEMES, Span, check_tag, tags_to_spans
+from zhner.errors import ZhnerError
+
+__all__ = [
+    "PRF",
+    "NERScorer",
+    "format_report",
+    "per_type_prf",
+    "score_files",
+    "span_f",
+    "span_prf",
+    "type_accuracy",
+]
+
+
+@dataclass
+class PRF:
+    """Precision, recall and F1 as fractions in [0, 1], with the counts they come from."""
+
+    p: float
+    r: float
+    f1: float
+    tp: int
+    n_pred: int
+    n_gold: int
+
+    @classmethod
+    def from_counts(cls, tp: int, n_pred: int, n_gold: int) -> PRF:
+        """Build from counts; an empty denominator gives 0 (as seqeval does), never ZeroDivisionError."""
+        p = tp / n_pred if n_pred else 0.0
+        r = tp / n_gold if n_gold else 0.0
+        # 2tp/(pred+gold) equals 2pr/(p+r) but needs no special case when p = r = 0 with non-empty inputs.
+        f1 = 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0
+        return cls(p, r, f1, tp, n_pred, n_gold)
+
+
+@dataclass
+class _Tally:
+    """Running counts for one decoding; everything the metrics need, so nothing per sentence is kept."""
+
+    tp: int = 0
+    n_pred: int = 0
+    n_gold: int = 0
+    tp_type: Counter = field(default_factory=Counter)
+    pred_type: Counter = field(default_factory=Counter)
+    gold_type: Counter = field(default_factory=Counter)
+    boundary_tp: int = 0  # pred spans whose (start, end) match a gold span, type ignored (multiset-matched)
+    boundary_hits: int = 0  # pred spans whose (start, end) occur among the gold boundaries
+    n_sentences: int = 0
+
+    def update(self, gold: Sequence[Span], pred: Sequence[Span]) -> None:
+        """Add one sentence."""
+        g, p = Counter(map(tuple, gold)), Counter(map(tuple, pred))
+        hits = g & p  # multiset intersection: a gold span can be matched at most once
+        self.tp += sum(hits.values())
+        self.n_pred += sum(p.values())
+        self.n_gold += sum(g.values())
+        for (_, _, label), n in hits.items():
+            self.tp_type[label] += n
+        for (_, _, label), n in p.items():
+            self.pred_type[label] += n
+        for (_, _, label), n in g.items():
+            self.gold_type[label] += n
+        gb = Counter((s, e) for s, e, _ in g.elements())
+        pb = Counter((s, e) for s, e, _ in p.elements())
+        self.boundary_tp += sum((gb & pb).values())
+        self.boundary_hits += sum(n for b, n in pb.items() if b in gb)
+        self.n_sentences += 1
+
+    def prf(self) -> PRF:
+        return PRF.from_counts(self.tp, self.n_pred, self.n_gold)
+
+    def per_type(self) -> dict[str, PRF]:
+        labels = sorted(set(self.gold_type) | set(self.pred_type))
+        return {t: PRF.from_counts(self.tp_type[t], self.pred_type[t], self.gold_type[t]) for t in labels}
+
+    def span_f(self) -> PRF:
+        return PRF.from_counts(self.boundary_tp, self.n_pred, self.n_gold)
+
+    def type_accuracy(self) -> float:
+        # Every exact match is also a boundary hit, so this is tp / boundary hits.
+        return self.tp / self.boundary_hits if self.boundary_hits else 0.0
+
+
+def _tally(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> _Tally:
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} sentences but pred has {len(pred)}")
+    tally = _Tally()
+    for g, p in zip(gold, pred):
+        tally.update(g, p)
+    return tally
+
+
+def span_prf(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> PRF:
+    """Micro P/R/F1 over exact `(start, end, type)` matches, sentence by sentence."""
+    return _tally(gold, pred).prf()
+
+
+def per_type_prf(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> dict[str, PRF]:
+    """P/R/F1 for each type seen in gold or pred (sorted by type); `n_gold` is the type's support."""
+    return _tally(gold, pred).per_type()
+
+
+def span_f(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> PRF:
+    """FLAT's "Span F": P/R/F1 over `(start, end)` only, the type ignored (how well boundaries are found)."""
+    return _tally(gold, pred).span_f()
+
+
+def type_accuracy(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> float:
+    """Among predicted spans whose `(start, end)` match a gold span, the fraction with the gold type (0 when none)."""
+    return _tally(gold, pred).type_accuracy()
+
+
+def _pct(x: float) -> float:
+    return round(100 * x, 2)
+
+
+def _pct_prf(prf: PRF) -> dict[str, float]:
+    return {"p": _pct(prf.p), "r": _pct(prf.r), "f1": _pct(prf.f1)}
+
+
+class NERScorer:
+    """Accumulates gold/pred tag sequences (or spans) batch by batch; `result()` gives everything.
+
+    Tags are decoded twice: strictly (seqeval's strict mode, only well-formed entities) and leniently (fastNLP's
+    reading, an orphan I-/M-/E- starts an entity), the same decoding for gold and pred. Per-type numbers, span F
+    and type accuracy use the strict decoding.
+    """
+
+    def __init__(self, scheme: str):
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+        self.scheme = scheme
+        self._strict = _Tally()
+        self._lenient = _Tally()
+
+    def add(self, gold_tags: Sequence[str], pred_tags: Sequence[str]) -> None:
+        """Add one sentence's gold and predicted tags (same length, tags of this scheme)."""
+        if len(gold_tags) != len(pred_tags):
+            raise ValueError(f"gold has {len(gold_tags)} tags but pred has {len(pred_tags)}")
+        # A tag of another scheme (I- in BMES) would silently decode to nothing; refuse it instead.
+        for tag in (*gold_tags, *pred_tags):
+            check_tag(tag, self.scheme)
+        self._strict.update(tags_to_spans(gold_tags, self.scheme, True), tags_to_spans(pred_tags, self.scheme, True))
+        self._lenient.update(
+            tags_to_spans(gold_tags, self.scheme, False), tags_to_spans(pred_tags, self.scheme, False)
+        )
+
+    def add_batch(self, gold_batch: Sequence[Sequence[str]], pred_batch: Sequence[Sequence[str]]) -> None:
+        """`add` for each sentence of a batch."""
+        if len(gold_batch) != len(pred_batch):
+            raise ValueError(f"gold batch has {len(gold_batch)} sentences but pred batch has {len(pred_batch)}")
+        for g, p in zip(gold_batch, pred_batch):
+            self.add(g, p)
+
+    def add_spans(self, gold_spans: Sequence[Span], pred_spans: Sequence[Span]) -> None:
+        """Add one sentence given as spans (e.g. from a span-based model). Spans need no decoding, so they
+        count the same in the strict and the lenient numbers."""
+        self._strict.update(gold_spans, pred_spans)
+        self._lenient.update(gold_spans, pred_spans)
+
+    def result(self) -> dict:
+        """All metrics, p/r/f1/span_f/type_acc in percent rounded to 2 decimals.
+
+        `{"strict": {p, r, f1}, "lenient": {p, r, f1}, "per_type": {TYPE: {p, r, f1, support}}, "span_f",
+        "type_acc", "n_sentences", "n_gold", "n_pred"}`; support and n_gold/n_pred count strict spans.
+        """
+        strict = self._strict
+        per_type = {
+            t: {**_pct_prf(prf), "support": prf.n_gold} for t, prf in strict.per_type().items()
+        }
+        return {
+            "strict": _pct_prf(strict.prf()),
+            "lenient": _pct_prf(self._lenient.prf()),
+            "per_type": per_type,
+            "span_f": _pct(strict.span_f().f1),
+            "type_acc": _pct(strict.type_accuracy()),
+            "n_sentences": strict.n_sentences,
+            "n_gold": strict.n_gold,
+            "n_pred": strict.n_pred,
+        }
+
+
+def _check_aligned(gold: Corpus, pred: Corpus) -> None:
+    """Raise ZhnerError at the first pred sentence whose length or characters differ from gold's."""
+    for i, (g, p) in enumerate(zip(gold.sentences, pred.sentences), start=1):
+        if len(g) != len(p):
+            raise ZhnerError(
+                f"sentence {i} has {len(p)} characters here but {len(g)} in {gold.path} (line {g.line})",
+                pred.path,
+                p.line,
+            )
+        if g.chars != p.chars:
+            k = next(j for j, (a, b) in enumerate(zip(g.chars, p.chars)) if a != b)
+            raise ZhnerError(
+                f"sentence {i} differs from {gold.path} (line {g.line}) at character {k + 1}: "
+                f"{p.chars[k]!r} here, {g.chars[k]!r} in gold",
+                pred.path,
+                pred.token_line(p, k),  # the exact line of the differing character
+            )
+    if len(gold) != len(pred):
+        n = min(len(gold), len(pred))
+        if len(pred) > len(gold):
+            raise ZhnerError(
+                f"{len(pred)} sentences here but {len(gold)} in {gold.path}: sentence {n + 1} has no gold counterpart",
+                pred.path,
+                pred.sentences[n].line,
+            )
+        raise ZhnerError(
+            f"{len(pred)} sentences here but {len(gold)} in {gold.path}: "
+            f"sentence {n + 1} (gold line {gold.sentences[n].line}) is missing",
+            pred.path,
+        )
+
+
+def score_files(
+    gold_path: str | Path, pred_path: str | Path, scheme: str | None = None, fmt: str = "auto"
+) -> dict:
+    """Score a predicted corpus file against a gold one; returns `NERScorer.result()`.
+
+    Both files are read with `read_corpus` (labelled, `fmt` for both, grammar not enforced: malformed
+    sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold;
+    pred is read with the same scheme, so a pred tag of another scheme is an error at its line.
+    The files must align: same number of sentences, same lengths, same characters (ZhnerError otherwise,
+    naming the pred file and line).
+    """
+    gold = read_corpus(gold_path, fmt=fmt, scheme=scheme, strict=False, labelled=True)
+    pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True)
+    _check_aligned(gold, pred)
+    scorer = NERScorer(gold.scheme)
+    for g, p in zip(gold.sentences, pred.sentences):
+        scorer.add(g.tags or [], p.tags or [])
+    return scorer.result()
+
+
+def format_report(result: dict) -> str:
+    """A conlleval-like table of a `NERScorer.result()` dict."""
+    lines = [
+        f"sentences: {result['n_sentences']}; gold entities: {result['n_gold']}; "
+        f"predicted entities: {result['n_pred']}",
+        "",
+    ]
+    per_type = result.get("per_type", {})
+    width = max([len("lenient"), *(len(t) for t in per_type)])
+
+    def row(name: str, m: dict, support: object) -> str:
+        return f"{name:<{width}}  {m['p']:>9.2f}  {m['r']:>9.2f}  {m['f1']:>9.2f}  {support!s:>7}"
+
+    header = f"{'':<{width}}  {'precision':>9}  {'recall':>9}  {'f1':>9}  {'support':>7}"
+    lines += [header, row("strict", result["strict"], result["n_gold"]), row("lenient", result["lenient"], "-")]
+    if per_type:
+        lines.append("-" * len(header))
+        lines += [row(t, m, m["support"]) for t, m in per_type.items()]
+    lines += [
+        "",
+        f"span F (boundaries only): {result['span_f']:.2f}",
+        f"type accuracy (on matched boundaries): {result['type_acc']:.2f}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""What every tagger provides: emissions -> CRF loss and Viterbi decoding over character positions."""
+from __future__ import annotations
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+
+from zhner.nn.crf import CRF
+
+
+class ModelConfig(BaseModel):
+    """Fields shared by every model config; each model adds its own and a `name` literal."""
+
+    model_config = ConfigDict(extra="forbid")
+    char_dim: int = 128  # set from the pretrained vectors when they are used
+    bigram_dim: int = 128  # 0 = no bigram input
+    embed_dropout: float = 0.5
+    crf_constraints: bool = True  # forbid transitions the tag scheme does not allow
+    crf_init: str = "normal"
+
+
+class SequenceTagger(nn.Module):
+    """Subclasses implement `emissions(batch) -> [B, L, T]`; this class adds the CRF on top."""
+
+    config: ModelConfig
+
+    def __init__(self, num_tags: int, constraints=None, crf_init: str = "normal"):
+        super().__init__()
+        self.crf = CRF(num_tags, constraints=constraints, init=crf_init)
+
+    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def pretrained_tables(self) -> dict[str, nn.Embedding]:
+        """Embedding tables the trainer fills from pretrained vectors, keyed by vocabulary ("chars", "bigrams", ...)."""
+        return self.embed.tables()
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean negative log-likelihood of the gold tags."""
+        return self.crf(self.emissions(batch), batch["tags"], batch["mask"], reduction="mean")
+
+    @torch.no_grad()
+    def decode(self, batch: dict[str, torch.Tensor]) -> list[list[int]]:
+        return self.crf.decode(self.emissions(batch), batch["mask"])

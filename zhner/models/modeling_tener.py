@@ -1,0 +1,56 @@
+"""TENER (Yan et al. 2019): char + bigram embeddings -> Linear -> relative-attention Transformer encoder -> CRF.
+
+Defaults follow the authors' release (see DESIGN.md): unscaled attention with the extra key-position term, post-norm,
+FFN 2H, digits normalised to '0'; per-dataset sizes live in configs/tener_<dataset>.yaml.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.nn.attention import RelativeSelfAttention
+from zhner.nn.embedding import CharBigramEmbedding
+from zhner.nn.encoder import TransformerLayer
+
+
+class TENERConfig(ModelConfig):
+    name: Literal["tener"] = "tener"
+    heads: int = 4
+    head_dim: int = 64
+    layers: int = 2
+    ff_ratio: float = 2.0
+    dropout: float = 0.15  # inside the encoder
+    fc_dropout: float = 0.4  # before the output layer
+    scaled: bool = False
+
+
+class TENER(SequenceTagger):
+    def __init__(self, config: TENERConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
+        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        self.config = config
+        d_model = config.heads * config.head_dim
+        self.embed = CharBigramEmbedding(
+            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
+        )
+        self.in_proj = nn.Linear(self.embed.out_dim, d_model)
+        self.layers = nn.ModuleList(
+            TransformerLayer(
+                RelativeSelfAttention(d_model, config.heads, config.dropout, config.scaled),
+                d_model,
+                int(config.ff_ratio * d_model),
+                config.dropout,
+            )
+            for _ in range(config.layers)
+        )
+        self.fc_dropout = nn.Dropout(config.fc_dropout)
+        self.out = nn.Linear(d_model, num_tags)
+
+    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = batch["mask"]  # [B, L]
+        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams")))  # [B, L, D]
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.out(self.fc_dropout(x))  # [B, L, T]

@@ -1,0 +1,227 @@
+"""A vectorised linear-chain conditional random field (Lafferty et al. 2001) for sequence tagging.
+
+For emissions e [B, L, T] and a tag path y_1..y_n (n = the sequence's length under the mask), the path score is
+
+    s(y) = start[y_1] + sum_{i=1..n} e_i[y_i] + sum_{i=2..n} trans[y_{i-1}, y_i] + end[y_n]
+
+and p(y) = exp(s(y)) / Z, with log Z computed by the forward algorithm (a logsumexp recursion over [B, T, T] per step) and
+the best path by the Viterbi algorithm (the same recursion with max, then a backtrace through stored backpointers).
+`transitions` is indexed [from, to], like pytorch-crf's.
+
+Optional constraints (see `allowed_transitions`) forbid starts, transitions and ends that break a tag scheme; a forbidden
+one gets the score `DISALLOWED` (-1e4), a large finite negative constant rather than -inf, so that no logsumexp or gradient
+ever sees inf - inf, in both the likelihood and Viterbi.
+
+Masks are left-aligned: mask [B, L] is True on real tokens, and every sequence has at least one (mask[:, 0] all True).
+The time loop runs L steps, each one batched over the whole batch and all tags.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zhner.data.schemes import SCHEMES, check_tag, split_tag
+
+DISALLOWED = -1e4  # score of a forbidden start / transition / end
+_INSIDE = {"bio": "I", "bioes": "I", "bmes": "M"}  # the prefix that continues an entity, per scheme
+
+
+def allowed_transitions(tags: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(start_allowed [T], trans_allowed [T, T] (from -> to), end_allowed [T]) bool tensors for `tags` in `scheme`.
+
+    BIO: I-X only after B-X or I-X, never first. BIOES/BMES: the inside tag (I or M) and E-X only after B-X or inside-X;
+    B-X and inside-X must be followed by inside-X or E-X; a sequence starts only with O/B/S and ends only with O/E/S.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    for tag in tags:
+        check_tag(tag, scheme)
+    parsed = [split_tag(tag) for tag in tags]
+    inside = _INSIDE[scheme]
+    T = len(tags)
+    start = torch.ones(T, dtype=torch.bool)
+    end = torch.ones(T, dtype=torch.bool)
+    trans = torch.ones(T, T, dtype=torch.bool)
+    # Continuing tags (I/M, and E outside BIO) need an open entity of the same type right before them.
+    continuing = {inside} if scheme == "bio" else {inside, "E"}
+    # After B-X or inside-X an entity of type X is open; BIOES/BMES must continue or close it, BIO may stop there.
+    opening = {"B", inside}
+    for j, (pj, lj) in enumerate(parsed):
+        if pj in continuing:
+            start[j] = False
+        if scheme != "bio" and pj in opening:
+            end[j] = False
+        for i, (pi, li) in enumerate(parsed):
+            open_before = pi in opening  # i leaves an entity of type li open
+            if pj in continuing:
+                trans[i, j] = open_before and li == lj
+            elif scheme != "bio" and open_before:
+                trans[i, j] = False  # an open BIOES/BMES entity must be continued or closed
+    return start, trans, end
+
+
+class CRF(nn.Module):
+    """Linear-chain CRF over `num_tags` tags: parameters `transitions` [T, T] (from, to), `start` [T], `end` [T].
+
+    `constraints` = (start_allowed [T], trans_allowed [T, T], end_allowed [T]) bool tensors (see `allowed_transitions`),
+    kept as buffers (all True when None). `init` = 'zero' (as FLAT's release) or 'normal' (std 0.1).
+    """
+
+    def __init__(
+        self,
+        num_tags: int,
+        constraints: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        init: str = "zero",
+    ):
+        super().__init__()
+        if num_tags < 1:
+            raise ValueError(f"num_tags must be positive, got {num_tags}")
+        self.num_tags = num_tags
+        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [T, T] from -> to
+        self.start = nn.Parameter(torch.zeros(num_tags))  # [T]
+        self.end = nn.Parameter(torch.zeros(num_tags))  # [T]
+        if init == "normal":
+            for p in (self.transitions, self.start, self.end):
+                nn.init.normal_(p, std=0.1)
+        elif init != "zero":
+            raise ValueError(f"unknown CRF init {init!r}; expected 'zero' or 'normal'")
+
+        if constraints is None:
+            start_ok = torch.ones(num_tags, dtype=torch.bool)
+            trans_ok = torch.ones(num_tags, num_tags, dtype=torch.bool)
+            end_ok = torch.ones(num_tags, dtype=torch.bool)
+        else:
+            start_ok, trans_ok, end_ok = (torch.as_tensor(c, dtype=torch.bool) for c in constraints)
+            if start_ok.shape != (num_tags,) or end_ok.shape != (num_tags,) or trans_ok.shape != (num_tags, num_tags):
+                raise ValueError(
+                    f"constraints must have shapes [{num_tags}], [{num_tags}, {num_tags}], [{num_tags}]; got "
+                    f"{list(start_ok.shape)}, {list(trans_ok.shape)}, {list(end_ok.shape)}"
+                )
+        self.register_buffer("start_allowed", start_ok.clone())  # [T]
+        self.register_buffer("trans_allowed", trans_ok.clone())  # [T, T]
+        self.register_buffer("end_allowed", end_ok.clone())  # [T]
+
+    def extra_repr(self) -> str:
+        return f"num_tags={self.num_tags}"
+
+    # ---- helpers -------------------------------------------------------------------------------------------------
+
+    def _potentials(
+        self, emissions: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Check shapes; return (emissions, mask as bool, start [T], trans [T, T], end [T]) in one compute dtype,
+        with forbidden starts / transitions / ends replaced by DISALLOWED."""
+        if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
+            raise ValueError(f"emissions must be [B, L, {self.num_tags}], got {list(emissions.shape)}")
+        if mask.shape != emissions.shape[:2]:
+            raise ValueError(f"mask must be {list(emissions.shape[:2])}, got {list(mask.shape)}")
+        if emissions.size(1) == 0:
+            raise ValueError("emissions have no time steps (L = 0)")
+        mask = mask.bool()
+        if not bool(mask[:, 0].all()):
+            raise ValueError("mask[:, 0] must be all True: every sequence needs at least one token, left-aligned")
+        # Compute in the wider of the emission and parameter dtypes (float64 stays float64; half is lifted to float32).
+        dtype = torch.promote_types(emissions.dtype, self.transitions.dtype)
+        emissions = emissions.to(dtype)
+        forbid = emissions.new_tensor(DISALLOWED)
+        start = torch.where(self.start_allowed, self.start.to(dtype), forbid)  # [T]
+        trans = torch.where(self.trans_allowed, self.transitions.to(dtype), forbid)  # [T, T]
+        end = torch.where(self.end_allowed, self.end.to(dtype), forbid)  # [T]
+        return emissions, mask, start, trans, end
+
+    # ---- likelihood ----------------------------------------------------------------------------------------------
+
+    def forward(
+        self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor, reduction: str = "mean"
+    ) -> torch.Tensor:
+        """Negative log-likelihood -log p(tags | emissions) = log Z - s(tags).
+
+        emissions [B, L, T], tags [B, L] (padding positions may hold any value, e.g. -100), mask [B, L].
+        reduction: 'mean' (over the batch), 'sum', or 'none' ([B]).
+        """
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"unknown reduction {reduction!r}; expected 'mean', 'sum' or 'none'")
+        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        nll = self._log_partition(emissions, mask, start, trans, end) - self._score(
+            emissions, tags, mask, start, trans, end
+        )  # [B]
+        if reduction == "mean":
+            return nll.mean()
+        if reduction == "sum":
+            return nll.sum()
+        return nll
+
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z per sequence [B], by the forward algorithm."""
+        return self._log_partition(*self._potentials(emissions, mask))
+
+    def score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Score s(tags) of the given (gold) paths [B]."""
+        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        return self._score(emissions, tags, mask, start, trans, end)
+
+    @staticmethod
+    def _log_partition(
+        emissions: torch.Tensor, mask: torch.Tensor, start: torch.Tensor, trans: torch.Tensor, end: torch.Tensor
+    ) -> torch.Tensor:
+        # Forward algorithm: alpha_i[j] = log sum_k exp(alpha_{i-1}[k] + trans[k, j]) + e_i[j];
+        # log Z = logsumexp_j(alpha_n[j] + end[j]). Past a sequence's end, alpha is carried unchanged.
+        alpha = start + emissions[:, 0]  # [B, T]
+        for i in range(1, emissions.size(1)):
+            step = alpha.unsqueeze(2) + trans  # [B, T, T] (from, to)
+            nxt = torch.logsumexp(step, dim=1) + emissions[:, i]  # [B, T]
+            alpha = torch.where(mask[:, i].unsqueeze(1), nxt, alpha)  # [B, T]
+        return torch.logsumexp(alpha + end, dim=1)  # [B]
+
+    @staticmethod
+    def _score(
+        emissions: torch.Tensor,
+        tags: torch.Tensor,
+        mask: torch.Tensor,
+        start: torch.Tensor,
+        trans: torch.Tensor,
+        end: torch.Tensor,
+    ) -> torch.Tensor:
+        if tags.shape != mask.shape:
+            raise ValueError(f"tags must be {list(mask.shape)}, got {list(tags.shape)}")
+        tags = tags.long().masked_fill(~mask, 0)  # [B, L], padding -> a valid index, masked out below
+        zero = emissions.new_zeros(())
+        emit = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)  # [B, L] e_i[y_i]
+        emit = torch.where(mask, emit, zero).sum(1)  # [B]
+        step = trans[tags[:, :-1], tags[:, 1:]]  # [B, L-1] trans[y_{i-1}, y_i]
+        step = torch.where(mask[:, 1:], step, zero).sum(1)  # [B]
+        last = mask.long().sum(1, keepdim=True) - 1  # [B, 1] index of each sequence's last token
+        last_tag = tags.gather(1, last).squeeze(1)  # [B]
+        return start[tags[:, 0]] + emit + step + end[last_tag]  # [B]
+
+    # ---- decoding ------------------------------------------------------------------------------------------------
+
+    def viterbi_tensor(self, emissions: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Best path per sequence by Viterbi: (paths [B, L] long, padded with 0; their scores [B])."""
+        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        B, L, T = emissions.shape
+        # delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], with backpointer psi_i[j] = the argmax k.
+        # Past a sequence's end, delta is carried and psi is the identity, so the backtrace walks straight through padding.
+        identity = torch.arange(T, device=emissions.device).expand(B, T)  # [B, T]
+        delta = start + emissions[:, 0]  # [B, T]
+        backpointers = []  # L-1 tensors [B, T]
+        for i in range(1, L):
+            best, arg = (delta.unsqueeze(2) + trans).max(dim=1)  # [B, T] each, max over "from"
+            keep = mask[:, i].unsqueeze(1)  # [B, 1]
+            delta = torch.where(keep, best + emissions[:, i], delta)  # [B, T]
+            backpointers.append(torch.where(keep, arg, identity))  # [B, T]
+        scores, tag = (delta + end).max(dim=1)  # [B], [B]: best final tag
+        # Backtrace: y_{i-1} = psi_i[y_i], one batched gather per step.
+        path = [tag]
+        for psi in reversed(backpointers):
+            tag = psi.gather(1, tag.unsqueeze(1)).squeeze(1)  # [B]
+            path.append(tag)
+        paths = torch.stack(path[::-1], dim=1)  # [B, L]
+        return paths.masked_fill(~mask, 0), scores
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+        """Viterbi best path per sequence, as lists trimmed to each sequence's length."""
+        paths, _ = self.viterbi_tensor(emissions, mask)
+        lengths = mask.long().sum(1).tolist()
+        return [row[:n] for row, n in zip(paths.tolist(), lengths)]

@@ -1,0 +1,83 @@
+"""Batch tagging of files and streams: constant memory, one output record per input line."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from tqdm import tqdm
+
+from zhner.data.schemes import spans_to_tags
+from zhner.errors import ZhnerError
+from zhner.fileio import atomic_open
+
+CHUNK_LINES = 512  # lines tagged together; bounds memory on any input size
+
+
+def _lines(source: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) pairs from a file or stdin ('-'), decoded strictly so a bad byte names its line."""
+    if source == "-":
+        stream: IO[bytes] = sys.stdin.buffer
+        name = "<stdin>"
+    else:
+        try:
+            stream = open(source, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise ZhnerError(f"cannot open: {exc.strerror}", source) from None
+        name = source
+    try:
+        for lineno, raw in enumerate(stream, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield lineno, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise ZhnerError("not valid UTF-8", name, lineno) from None
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio") -> str:
+    if fmt == "jsonl":
+        return json.dumps({"text": text, "entities": entities}, ensure_ascii=False) + "\n"
+    spans = [(e["start"], e["end"], e["type"]) for e in entities]
+    tags = spans_to_tags(len(text), spans, scheme)
+    return "".join(f"{ch}\t{tag}\n" for ch, tag in zip(text, tags)) + "\n"
+
+
+def predict_stream(tagger, source: str, output: Path | None, fmt: str = "jsonl", batch_size: int = 32) -> int:
+    """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines."""
+    total = None
+    if source != "-" and Path(source).is_file():
+        total = Path(source).stat().st_size
+    show = total is not None and sys.stderr.isatty()
+    scheme = "bmes" if tagger.featurizer.scheme == "bmes" else tagger.featurizer.scheme
+    sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
+    count = 0
+    with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
+        chunk: list[str] = []
+        for _, text in _lines(source):
+            chunk.append(text)
+            if len(chunk) == CHUNK_LINES:
+                count += _flush(tagger, chunk, out, fmt, scheme, batch_size, bar)
+                chunk = []
+        if chunk:
+            count += _flush(tagger, chunk, out, fmt, scheme, batch_size, bar)
+    return count
+
+
+def _stdout() -> IO[str]:
+    return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=False, write_through=True)
+
+
+def _flush(tagger, texts: list[str], out: IO[str], fmt: str, scheme: str, batch_size: int, bar) -> int:
+    for text, entities in zip(texts, tagger.predict(texts, batch_size)):
+        out.write(format_record(text, entities, fmt, scheme))
+    bar.update(sum(len(t.encode("utf-8")) + 1 for t in texts))
+    out.flush()
+    return len(texts)

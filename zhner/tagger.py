@@ -1,0 +1,181 @@
+"""The user-facing tagger: a trained model plus everything needed to run it, saved as one self-contained directory.
+
+    tagger = Tagger.load("runs/tener_resume")
+    tagger.predict(["张三毕业于北京大学。"])  # [[{"type": "NAME", "start": 0, "end": 2, "text": "张三"}, ...]]
+
+A model directory holds config.yaml, vocab.json, model.safetensors, metrics.json and, for lattice models, lexicon.txt.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from zhner.data.batching import length_batches
+from zhner.data.corpus import Corpus, Sentence
+from zhner.data.schemes import convert_tags, tags_to_spans
+from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import NERScorer
+from zhner.fileio import atomic_write_text
+from zhner.models import MODELS
+from zhner.models.base import SequenceTagger
+from zhner.models.inputs import Featurizer
+from zhner.nn.crf import allowed_transitions
+from zhner.train.config import Config, config_from_dict, dump_config
+
+CONFIG, VOCAB, WEIGHTS, METRICS = "config.yaml", "vocab.json", "model.safetensors", "metrics.json"
+MAX_CHUNK = 256  # characters per model call at prediction; longer text is split at sentence ends, then windows
+_SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
+
+
+def build_model(config: Config, featurizer: Featurizer) -> SequenceTagger:
+    _, model_class = MODELS[config.model.name]
+    constraints = allowed_transitions(featurizer.tags, featurizer.scheme)
+    return model_class(config.model, featurizer.vocab_sizes(), len(featurizer.tags), constraints)
+
+
+class Tagger:
+    def __init__(self, model: SequenceTagger, featurizer: Featurizer, config: Config, metrics: dict | None = None):
+        self.model = model.eval()
+        self.featurizer = featurizer
+        self.config = config
+        self.metrics = metrics or {}
+
+    # -- persistence ----------------------------------------------------------------------------------------------
+    def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None) -> None:
+        """Write the model directory (each file atomically). `weights` defaults to the current model state."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / CONFIG, dump_config(self.config))
+        atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
+        state = weights if weights is not None else self.model.state_dict()
+        # safetensors writes by path: write a temporary file, then rename it over the old one
+        partial = directory / f".{WEIGHTS}.partial"
+        try:
+            save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(partial))
+            partial.replace(directory / WEIGHTS)
+        finally:
+            partial.unlink(missing_ok=True)
+        self.save_metrics(directory)
+
+    def save_metrics(self, directory: str | Path) -> None:
+        atomic_write_text(Path(directory) / METRICS, json.dumps(self.metrics, indent=2, ensure_ascii=False))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "Tagger":
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise ZhnerError("no such model directory", directory)
+        config = config_from_dict(_read_yaml(directory / CONFIG), str(directory / CONFIG))
+        vocab = _read_json(directory / VOCAB)
+        try:
+            featurizer = Featurizer.from_dict(vocab)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        model = build_model(config, featurizer)
+        try:
+            state = load_file(str(directory / WEIGHTS))
+        except FileNotFoundError:
+            raise ZhnerError("missing weights file", directory / WEIGHTS) from None
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as exc:
+            first = str(exc).splitlines()[0]
+            raise ZhnerError(f"weights do not fit the config/vocabulary: {first}", directory / WEIGHTS) from None
+        metrics_path = directory / METRICS
+        metrics = _read_json(metrics_path) if metrics_path.exists() else {}
+        return cls(model, featurizer, config, metrics)
+
+    # -- prediction -----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
+        """Tag character sequences (each at most a few hundred characters; see `predict` for long text)."""
+        self.model.eval()
+        out: list[list[str] | None] = [None] * len(sentences)
+        lengths = [len(s) for s in sentences]
+        for idx in length_batches(lengths, batch_size):
+            todo = [i for i in idx if lengths[i] > 0]
+            for i in idx:
+                if lengths[i] == 0:
+                    out[i] = []
+            if not todo:
+                continue
+            batch = self.featurizer.collate([self.featurizer.encode(sentences[i]) for i in todo])
+            for i, path in zip(todo, self.model.decode(batch)):
+                out[i] = [self.featurizer.tags[t] for t in path]
+        return out  # type: ignore[return-value]
+
+    def predict(self, texts: Iterable[str], batch_size: int = 32) -> list[list[dict]]:
+        """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive."""
+        texts = list(texts)
+        pieces: list[tuple[int, int, str]] = []  # (text index, offset, chunk)
+        for t, text in enumerate(texts):
+            pieces.extend((t, start, chunk) for start, chunk in split_long_text(text, MAX_CHUNK))
+        tags = self.tag([list(chunk) for _, _, chunk in pieces], batch_size)
+        results: list[list[dict]] = [[] for _ in texts]
+        for (t, offset, _), chunk_tags in zip(pieces, tags):
+            text = texts[t]
+            for s, e, label in tags_to_spans(chunk_tags, self.featurizer.scheme, strict=True):
+                results[t].append({"type": label, "start": offset + s, "end": offset + e, "text": text[offset + s : offset + e]})
+        return results
+
+    def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
+        """Score the tagger on a labelled corpus (strict + lenient span P/R/F1 in percent, per type, Span F, Type Acc)."""
+        predicted = self.tag([s.chars for s in corpus.sentences], batch_size)
+        scorer = NERScorer(self.featurizer.scheme)
+        for sent, pred in zip(corpus.sentences, predicted):
+            scorer.add(_convert(sent, corpus.scheme, self.featurizer.scheme), pred)
+        return scorer.result()
+
+
+def _convert(sent: Sentence, source: str, target: str) -> list[str]:
+    return list(sent.tags or []) if source == target else convert_tags(sent.tags or [], source, target)
+
+
+def split_long_text(text: str, max_len: int) -> list[tuple[int, str]]:
+    """Cut text into (offset, chunk) pieces of at most max_len characters: at sentence ends where possible,
+    otherwise in plain windows. Pieces cover the text exactly, so offsets map back without loss."""
+    if len(text) <= max_len:
+        return [(0, text)]
+    bounds = [m.end() for m in _SENTENCE_END.finditer(text)]
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    cuts = [b for b in bounds if b < len(text)] + [len(text)]
+    piece_start = 0
+    for cut in cuts:
+        if cut - piece_start > max_len and start > piece_start:
+            pieces.append((piece_start, text[piece_start:start]))
+            piece_start = start
+        while cut - piece_start > max_len:  # one sentence longer than max_len: hard windows
+            pieces.append((piece_start, text[piece_start : piece_start + max_len]))
+            piece_start += max_len
+        start = cut
+    if piece_start < len(text):
+        pieces.append((piece_start, text[piece_start:]))
+    return pieces
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ZhnerError("missing file in the model directory", path) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ZhnerError("missing file in the model directory", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None

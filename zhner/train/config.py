@@ -1,0 +1,123 @@
+"""Run configuration: pydantic models loaded from YAML, with `--set a.b=c` overrides and readable errors."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from zhner.errors import ZhnerError
+from zhner.models import MODELS
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataConfig(_Section):
+    dataset: str = "resume"  # a registry name (`zhner data list`) or a folder with train/dev/test files
+    data_dir: str | None = None  # where registry datasets live (default: $ZHNER_DATA, ../shared/data, the user cache)
+    msra_dev: Literal["heldout", "test"] = "heldout"  # "test" = the papers' test-as-dev, labelled as such in the log
+    max_train_sentences: int | None = Field(None, ge=1)  # a prefix of train, for demos and tests
+    max_eval_sentences: int | None = Field(None, ge=1)
+
+
+class EmbeddingConfig(_Section):
+    char_vectors: str | None = "lac"  # "lac" (jieba's LAC table), a word2vec text file, or null for random
+    normalize_vectors: bool = True  # scale pretrained rows to unit L2 norm (fastNLP's normalize_embed)
+    bigrams: bool = True
+    compose_bigrams: bool = True  # bigram vectors = mean of their characters' vectors
+    normalize_digits: bool = True  # every digit -> '0' (TENER)
+    lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file
+
+
+class TrainConfig(_Section):
+    optimizer: Literal["sgd", "adamw"] = "sgd"
+    lr: float = Field(1e-3, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    batch_size: int = Field(16, ge=1)
+    eval_batch_size: int = Field(64, ge=1)
+    epochs: int = Field(50, ge=1)
+    warmup: float = Field(0.01, ge=0)  # a fraction of all steps when < 1, else a number of steps
+    schedule: Literal["constant", "linear", "inverse"] = "linear"  # after warmup; inverse: lr / (1 + decay * epoch)
+    decay: float = Field(0.05, ge=0)
+    clip_value: float | None = Field(5.0, gt=0)
+    clip_norm: float | None = Field(None, gt=0)
+    patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
+    seed: int = 42
+    checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints
+    max_minutes: float | None = Field(None, gt=0)  # stop at the end of the epoch that passes this budget
+    threads: int = Field(1, ge=1)
+
+
+ModelSection = Annotated[Union[tuple(cfg for cfg, _ in MODELS.values())], Field(discriminator="name")]
+
+
+class Config(_Section):
+    model: ModelSection
+    data: DataConfig = DataConfig()
+    embeddings: EmbeddingConfig = EmbeddingConfig()
+    train: TrainConfig = TrainConfig()
+
+
+def parse_override(item: str) -> tuple[list[str], object]:
+    """'train.lr=0.001' -> (['train', 'lr'], 0.001); the value is read as YAML (numbers, booleans, null, lists)."""
+    if "=" not in item:
+        raise ZhnerError(f"--set {item!r}: expected KEY=VALUE, e.g. train.lr=0.001")
+    key, value = item.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ZhnerError(f"--set {item!r}: bad key {key!r}")
+    try:
+        parsed = yaml.safe_load(value) if value != "" else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.split("."), parsed
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    for item in overrides:
+        path, value = parse_override(item)
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ZhnerError(f"--set {item!r}: {part!r} is not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def config_from_dict(raw: dict, source: str = "config") -> Config:
+    if not isinstance(raw, dict):
+        raise ZhnerError("expected a mapping at the top level", source)
+    model = raw.get("model")
+    if not isinstance(model, dict) or model.get("name") not in MODELS:
+        got = model.get("name") if isinstance(model, dict) else model
+        raise ZhnerError(f"model.name: unknown model {got!r}; expected one of {', '.join(MODELS)}", source)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"] if p not in MODELS)
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ZhnerError(f"{field}: {err['msg']}{more}", source) from None
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ZhnerError("no such config file", path) from None
+    except UnicodeDecodeError:
+        raise ZhnerError("not valid UTF-8", path) from None
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise ZhnerError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path, None if line is None else line + 1) from None
+    return config_from_dict(apply_overrides(raw, list(overrides)), str(path))
+
+
+def dump_config(config: Config) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,296 @@
+"""Training loop: optimiser and schedule, gradient clipping, dev-based model selection, early stopping,
+per-epoch JSONL log, and checkpoints from which an interrupted run resumes exactly where it stopped.
+
+Run directory (also the model directory of the best epoch):
+    config.yaml vocab.json model.safetensors metrics.json   the best model so far (see zhner.tagger)
+    log.jsonl                                               one line per finished epoch
+    checkpoint.pt                                           resumable state; removed when training ends
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from zhner.data.batching import length_batches
+from zhner.data.corpus import Corpus
+from zhner.data.registry import load_dataset
+from zhner.errors import ZhnerError
+from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
+from zhner.models.inputs import Featurizer
+from zhner.nn.embedding import load_matrix
+from zhner.tagger import Tagger, build_model
+from zhner.train.config import Config
+
+CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
+
+
+@dataclass
+class Run:
+    """Everything a training run is made of, built from a config."""
+
+    config: Config
+    splits: dict[str, Corpus]
+    featurizer: Featurizer
+    tagger: Tagger
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
+    """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors."""
+    torch.set_num_threads(config.train.threads)
+    seed_everything(config.train.seed)
+    splits = load_dataset(config.data.dataset, config.data.data_dir, msra_dev=config.data.msra_dev)
+    splits = _truncate(splits, config)
+    emb = config.embeddings
+    vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
+    if vectors is not None:
+        dims = {"char_dim": vectors.dim}
+        if config.model.bigram_dim and emb.bigrams and emb.compose_bigrams:
+            dims["bigram_dim"] = vectors.dim  # composed bigram vectors live in the character space
+        config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
+    if not emb.bigrams and config.model.bigram_dim:
+        config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
+    featurizer = Featurizer.build(
+        splits,
+        use_bigrams=emb.bigrams,
+        normalize_digits=emb.normalize_digits,
+        known_chars=set(vectors.tokens) if vectors is not None else None,
+    )
+    model = build_model(config, featurizer)
+    _init_embeddings(model, featurizer, vectors, config, log)
+    log(
+        f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
+        f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
+        + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
+    )
+    log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
+    return Run(config, splits, featurizer, Tagger(model, featurizer, config))
+
+
+def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
+    limits = {"train": config.data.max_train_sentences, "dev": config.data.max_eval_sentences, "test": config.data.max_eval_sentences}
+    return {
+        name: Corpus(c.sentences[: limits[name]], c.scheme, c.path) if limits[name] else c for name, c in splits.items()
+    }
+
+
+def _init_embeddings(model, featurizer: Featurizer, vectors: Vectors | None, config: Config, log) -> None:
+    """Fill each table the model exposes (`pretrained_tables()`: vocab name -> nn.Embedding) from the vectors."""
+    if vectors is None:
+        return
+    rng = np.random.default_rng(config.train.seed)
+    vocabs = {"chars": featurizer.chars, "bigrams": featurizer.bigrams}
+    for name, table in model.pretrained_tables().items():
+        vocab = vocabs.get(name)
+        if vocab is None or table.weight.shape[1] != vectors.dim:
+            continue
+        compose = name != "chars" and config.embeddings.compose_bigrams
+        matrix, stats = embedding_matrix(vocab.itos, vectors, vectors.dim, rng, compose=compose)
+        if config.embeddings.normalize_vectors:
+            matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
+        load_matrix(table, matrix)
+        log(f"embeddings {name}: {stats}")
+
+
+def lr_lambda(config: Config, steps_per_epoch: int) -> Callable[[int], float]:
+    tc = config.train
+    total = max(1, tc.epochs * steps_per_epoch)
+    warmup = tc.warmup * total if tc.warmup < 1 else tc.warmup
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if tc.schedule == "linear":
+            return max(0.0, (total - step) / max(1.0, total - warmup))
+        if tc.schedule == "inverse":
+            return 1.0 / (1.0 + tc.decay * (step // steps_per_epoch))
+        return 1.0
+
+    return factor
+
+
+def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
+    tc = config.train
+    params = [p for p in model.parameters() if p.requires_grad]
+    if tc.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
+    return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+
+
+def _headline(result: dict) -> dict:
+    return {
+        "p": result["strict"]["p"],
+        "r": result["strict"]["r"],
+        "f1_strict": result["strict"]["f1"],
+        "f1_lenient": result["lenient"]["f1"],
+    }
+
+
+def train(
+    config: Config,
+    out_dir: str | Path,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = prepare(config, log)
+    config, tagger, featurizer = run.config, run.tagger, run.featurizer
+    model, tc = tagger.model, config.train
+
+    train_items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
+    lengths = [len(it["chars"]) for it in train_items]
+    steps_per_epoch = math.ceil(len(train_items) / tc.batch_size)
+    optimizer = make_optimizer(model, config)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
+
+    state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
+    ckpt_path = out_dir / CHECKPOINT
+    if ckpt_path.exists():
+        state = _restore(ckpt_path, model, optimizer, scheduler, config)
+        log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
+        _trim_log(out_dir / LOG, state["epoch"])
+    elif (out_dir / LOG).exists():
+        (out_dir / LOG).unlink()  # a fresh run in a used directory starts a fresh log
+
+    if progress is None:
+        progress = sys.stderr.isatty()
+    dev_label = "dev" + (" (test used as dev)" if config.data.msra_dev == "test" and config.data.dataset == "msra" else "")
+    started = time.perf_counter() - state["elapsed"]
+    stop_reason = "completed"
+    while state["epoch"] < tc.epochs:
+        epoch = state["epoch"]
+        batches = length_batches(lengths, tc.batch_size, shuffle=True, seed=tc.seed * 100_003 + epoch)
+        model.train()
+        loss_sum, n_sent, t0 = 0.0, 0, time.perf_counter()
+        bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
+        for b in range(state["batch"], len(batches)):
+            batch = featurizer.collate([train_items[i] for i in batches[b]])
+            loss = model(batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.clip_value:
+                torch.nn.utils.clip_grad_value_(model.parameters(), tc.clip_value)
+            if tc.clip_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
+            optimizer.step()
+            scheduler.step()
+            loss_sum += loss.item() * len(batches[b])
+            n_sent += len(batches[b])
+            state["step"] += 1
+            state["batch"] = b + 1
+            bar.update(1)
+            if state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
+                state["elapsed"] = time.perf_counter() - started
+                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state)
+        bar.close()
+        train_seconds = time.perf_counter() - t0
+
+        dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
+        record = {
+            "epoch": epoch + 1,
+            "step": state["step"],
+            "lr": optimizer.param_groups[0]["lr"],
+            "train_loss": loss_sum / max(1, n_sent),
+            "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+            dev_label: _headline(dev),
+        }
+        if dev["strict"]["f1"] > state["best_f1"]:
+            test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
+            state.update(best_f1=dev["strict"]["f1"], best_epoch=epoch + 1, bad_epochs=0)
+            state["best"] = {"dev": dev, "test": test}
+            record["test"] = _headline(test)
+            tagger.metrics = _metrics(config, state, started, "running", dev_label)
+            tagger.save(out_dir)
+        else:
+            state["bad_epochs"] += 1
+        record["best_epoch"] = state["best_epoch"]
+        record["seconds"] = round(time.perf_counter() - started, 2)
+        with open(out_dir / LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        log(
+            f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} F1 {dev['strict']['f1']:.2f} "
+            f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
+        )
+        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started)
+        if tc.patience and state["bad_epochs"] >= tc.patience:
+            stop_reason = "early_stopping"
+        elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60:
+            stop_reason = "time_budget"
+        if stop_reason != "completed":
+            break
+        if state["epoch"] < tc.epochs:
+            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state)
+
+    tagger.metrics = _metrics(config, state, started, stop_reason, dev_label)
+    tagger.save_metrics(out_dir)
+    ckpt_path.unlink(missing_ok=True)
+    return tagger.metrics
+
+
+def _metrics(config: Config, state: dict, started: float, status: str, dev_label: str) -> dict:
+    best = state["best"] or {}
+    return {
+        "model": config.model.name,
+        "dataset": config.data.dataset,
+        "seed": config.train.seed,
+        "status": status,
+        "best_epoch": state["best_epoch"],
+        "epochs_run": state["epoch"],
+        "dev_label": dev_label,
+        "dev": best.get("dev"),
+        "test": best.get("test"),
+        "train_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict) -> None:
+    payload = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "state": state,
+        "rng": torch.get_rng_state(),
+    }
+    tmp = path.with_name(path.name + ".partial")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
+    try:
+        payload = torch.load(path, weights_only=False)
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+    except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
+        raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
+    torch.set_rng_state(payload["rng"])
+    return payload["state"]
+
+
+def _trim_log(path: Path, epochs_done: int) -> None:
+    """Drop log lines of epochs the checkpoint does not cover (they will be run again)."""
+    if not path.exists():
+        return
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    kept = [ln for ln in lines if json.loads(ln)["epoch"] <= epochs_done]
+    if len(kept) != len(lines):
+        path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
