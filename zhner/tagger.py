@@ -23,13 +23,14 @@ from zhner.data.schemes import convert_tags, tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import NERScorer
 from zhner.fileio import atomic_write_text
+from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.base import SequenceTagger
 from zhner.models.inputs import Featurizer
 from zhner.nn.crf import allowed_transitions
 from zhner.train.config import Config, config_from_dict, dump_config
 
-CONFIG, VOCAB, WEIGHTS, METRICS = "config.yaml", "vocab.json", "model.safetensors", "metrics.json"
+CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CHUNK = 256  # characters per model call at prediction; longer text is split at sentence ends, then windows
 _SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
 
@@ -54,6 +55,8 @@ class Tagger:
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / CONFIG, dump_config(self.config))
         atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
+        if self.featurizer.lexicon is not None:
+            self.featurizer.lexicon.save(directory / LEXICON)
         state = weights if weights is not None else self.model.state_dict()
         # safetensors writes by path: write a temporary file, then rename it over the old one
         partial = directory / f".{WEIGHTS}.partial"
@@ -74,8 +77,13 @@ class Tagger:
             raise ZhnerError("no such model directory", directory)
         config = config_from_dict(_read_yaml(directory / CONFIG), str(directory / CONFIG))
         vocab = _read_json(directory / VOCAB)
+        lexicon = None
+        if vocab.get("words") is not None:
+            if not (directory / LEXICON).exists():
+                raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
+            lexicon = Lexicon.load(directory / LEXICON)
         try:
-            featurizer = Featurizer.from_dict(vocab)
+            featurizer = Featurizer.from_dict(vocab, lexicon)
         except (KeyError, TypeError, ValueError) as exc:
             raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
         model = build_model(config, featurizer)

@@ -1,7 +1,9 @@
 """From sentences to tensors: the vocabularies a model was trained with and the batch layout models read.
 
 A batch is a dict of tensors: chars [B, L], bigrams [B, L], mask [B, L] (True = real character), and tags [B, L] when labelled.
-Lattice models add their own fields (see zhner.lexicon.lattice).
+With a lexicon (lattice models), the lexicon words matched in each sentence, ordered by (start, end), are added:
+words [B, W] (ids), word_starts [B, W], word_ends [B, W] (inclusive character index of the word's last character),
+word_mask [B, W]. W is at least 1 so that models never meet an empty tensor dimension.
 """
 from __future__ import annotations
 
@@ -13,11 +15,23 @@ import torch
 from zhner.data.corpus import Corpus
 from zhner.data.schemes import all_tags, split_tag
 from zhner.data.vocab import Vocab, bigrams, normalize_char
+from zhner.lexicon.lexicon import Lexicon
 
 
 class Featurizer:
-    def __init__(self, chars: Vocab, bigram_vocab: Vocab | None, tags: list[str], scheme: str, normalize_digits: bool):
+    def __init__(
+        self,
+        chars: Vocab,
+        bigram_vocab: Vocab | None,
+        tags: list[str],
+        scheme: str,
+        normalize_digits: bool,
+        lexicon: Lexicon | None = None,
+        words: Vocab | None = None,
+    ):
         self.chars = chars
+        self.lexicon = lexicon
+        self.words = words
         self.bigrams = bigram_vocab
         self.tags = tags
         self.tag_index = {t: i for i, t in enumerate(tags)}
@@ -32,10 +46,12 @@ class Featurizer:
         use_bigrams: bool,
         normalize_digits: bool,
         known_chars: set[str] | None = None,
+        lexicon: Lexicon | None = None,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
-        Tags: every tag of the scheme over the types seen in any split (splits disagree on rare tags)."""
+        Tags: every tag of the scheme over the types seen in any split (splits disagree on rare tags).
+        Words (with a lexicon): every lexicon word matched in any split, as FLAT does -- a lexicon carries no labels."""
         train = splits["train"]
         norm = lambda chars: [normalize_char(c, normalize_digits) for c in chars]  # noqa: E731
         char_counts: Counter = Counter()
@@ -54,12 +70,21 @@ class Featurizer:
                     if use_bigrams:
                         extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
         types = {split_tag(t)[1] for corpus in splits.values() for s in corpus for t in (s.tags or []) if t != "O"}
+        words = None
+        if lexicon is not None:
+            word_counts: Counter = Counter()
+            for corpus in splits.values():
+                for sent in corpus:
+                    word_counts.update(w for _, _, w in lexicon.match(sent.text))
+            words = Vocab.build(word_counts)
         return cls(
             Vocab.build(char_counts, extra=extra_chars),
             Vocab.build(bigram_counts, extra=extra_bigrams) if use_bigrams else None,
             all_tags(types, train.scheme),
             train.scheme,
             normalize_digits,
+            lexicon,
+            words,
         )
 
     def to_dict(self) -> dict:
@@ -69,17 +94,23 @@ class Featurizer:
             "tags": self.tags,
             "scheme": self.scheme,
             "normalize_digits": self.normalize_digits,
+            "words": self.words.to_list() if self.words is not None else None,
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Featurizer":
+    def from_dict(cls, d: dict, lexicon: Lexicon | None = None) -> "Featurizer":
         bigram_vocab = Vocab.from_list(d["bigrams"]) if d.get("bigrams") is not None else None
-        return cls(Vocab.from_list(d["chars"]), bigram_vocab, list(d["tags"]), d["scheme"], bool(d["normalize_digits"]))
+        words = Vocab.from_list(d["words"]) if d.get("words") is not None else None
+        return cls(
+            Vocab.from_list(d["chars"]), bigram_vocab, list(d["tags"]), d["scheme"], bool(d["normalize_digits"]), lexicon, words
+        )
 
     def vocab_sizes(self) -> dict[str, int]:
         sizes = {"chars": len(self.chars)}
         if self.bigrams is not None:
             sizes["bigrams"] = len(self.bigrams)
+        if self.words is not None:
+            sizes["words"] = len(self.words)
         return sizes
 
     # -- encoding -------------------------------------------------------------------------------------------------
@@ -90,6 +121,11 @@ class Featurizer:
             item["bigrams"] = self.bigrams.encode(bigrams(norm))
         if tags is not None:
             item["tags"] = [self.tag_index[t] for t in tags]
+        if self.lexicon is not None:
+            matches = self.lexicon.match("".join(chars))  # sorted by (start, end)
+            item["words"] = self.words.encode(w for _, _, w in matches)
+            item["word_starts"] = [s for s, _, _ in matches]
+            item["word_ends"] = [e - 1 for _, e, _ in matches]
         return item
 
     def collate(self, items: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
@@ -101,5 +137,15 @@ class Featurizer:
                 out = torch.zeros(B, L, dtype=torch.long)
                 for b, it in enumerate(items):
                     out[b, : lengths[b]] = torch.tensor(it[key], dtype=torch.long)
+                batch[key] = out
+        if "words" in items[0]:
+            counts = [len(it["words"]) for it in items]
+            W = max(1, max(counts))
+            batch["word_mask"] = torch.arange(W)[None, :] < torch.tensor(counts)[:, None]
+            for key in ("words", "word_starts", "word_ends"):
+                out = torch.zeros(B, W, dtype=torch.long)
+                for b, it in enumerate(items):
+                    if counts[b]:
+                        out[b, : counts[b]] = torch.tensor(it[key], dtype=torch.long)
                 batch[key] = out
         return batch

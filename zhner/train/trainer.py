@@ -5,6 +5,8 @@ Run directory (also the model directory of the best epoch):
     config.yaml vocab.json model.safetensors metrics.json   the best model so far (see zhner.tagger)
     log.jsonl                                               one line per finished epoch
     checkpoint.pt                                           resumable state; removed when training ends
+
+$ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses it to land a kill mid-epoch.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
+from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
@@ -66,11 +69,13 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
     if not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
+    lexicon = load_lexicon(emb.lexicon) if emb.lexicon else None
     featurizer = Featurizer.build(
         splits,
         use_bigrams=emb.bigrams,
         normalize_digits=emb.normalize_digits,
         known_chars=set(vectors.tokens) if vectors is not None else None,
+        lexicon=lexicon,
     )
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
@@ -78,9 +83,15 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
+        + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if lexicon is not None else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
     return Run(config, splits, featurizer, Tagger(model, featurizer, config))
+
+
+def load_lexicon(spec: str) -> Lexicon:
+    """"jieba" (the installed jieba's dictionary) or a word list / word2vec file."""
+    return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
 
 
 def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
@@ -95,12 +106,12 @@ def _init_embeddings(model, featurizer: Featurizer, vectors: Vectors | None, con
     if vectors is None:
         return
     rng = np.random.default_rng(config.train.seed)
-    vocabs = {"chars": featurizer.chars, "bigrams": featurizer.bigrams}
+    vocabs = {"chars": featurizer.chars, "bigrams": featurizer.bigrams, "words": featurizer.words}
     for name, table in model.pretrained_tables().items():
         vocab = vocabs.get(name)
         if vocab is None or table.weight.shape[1] != vectors.dim:
             continue
-        compose = name != "chars" and config.embeddings.compose_bigrams
+        compose = name == "words" or (name == "bigrams" and config.embeddings.compose_bigrams)
         matrix, stats = embedding_matrix(vocab.itos, vectors, vectors.dim, rng, compose=compose)
         if config.embeddings.normalize_vectors:
             matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
@@ -173,6 +184,7 @@ def train(
     if progress is None:
         progress = sys.stderr.isatty()
     dev_label = "dev" + (" (test used as dev)" if config.data.msra_dev == "test" and config.data.dataset == "msra" else "")
+    slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
     started = time.perf_counter() - state["elapsed"]
     stop_reason = "completed"
     while state["epoch"] < tc.epochs:
@@ -197,6 +209,8 @@ def train(
             state["step"] += 1
             state["batch"] = b + 1
             bar.update(1)
+            if slow_step:
+                time.sleep(slow_step)
             if state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
                 _save_checkpoint(ckpt_path, model, optimizer, scheduler, state)

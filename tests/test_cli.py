@@ -1,0 +1,107 @@
+"""The `zhner` command as a user runs it: exit codes, one-line errors, no tracebacks, JSON output."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, TINY_TENER
+
+
+def zhner(*args, stdin=None, cwd=REPO):
+    return subprocess.run(
+        [sys.executable, "-m", "zhner.cli", *map(str, args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def assert_clean_error(res, *fragments):
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ")
+    for frag in fragments:
+        assert frag in line, line
+
+
+def test_score_cli(tmp_path):
+    gold = tmp_path / "gold.bmes"
+    pred = tmp_path / "pred.bmes"
+    gold.write_text("张 B-PER\n三 E-PER\n在 O\n北 B-LOC\n京 E-LOC\n\n", encoding="utf-8")
+    pred.write_text("张 B-PER\n三 E-PER\n在 O\n北 B-LOC\n京 M-LOC\n\n", encoding="utf-8")
+    res = zhner("score", gold, pred, "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["strict"] == {"p": 100.0, "r": 50.0, "f1": 66.67}
+    assert out["lenient"]["p"] == 100.0 and out["lenient"]["r"] == 100.0
+    assert set(out["per_type"]) == {"LOC", "PER"}
+    table = zhner("score", gold, pred)
+    assert table.returncode == 0 and "66.67" in table.stdout
+
+
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["train", "nope.yaml", "-o", "x"], ["nope.yaml", "no such config"]),
+        (["train", "tener_resume", "-o", "x", "--set", "train.lr=abc"], ["train.lr"]),
+        (["evaluate", "/nonexistent/model", "resume"], ["no such model directory"]),
+        (["predict", "-m", "/nonexistent/model", "-"], ["no such model directory"]),
+        (["data", "check", "nonexistent-set"], ["unknown dataset"]),
+    ],
+)
+def test_user_errors_are_one_line(args, fragments):
+    assert_clean_error(zhner(*args), *fragments)
+
+
+def test_score_misaligned_and_binary(tmp_path):
+    gold = tmp_path / "g.bmes"
+    gold.write_text("a O\nb O\n\n", encoding="utf-8")
+    pred = tmp_path / "p.bmes"
+    pred.write_text("a O\n\n", encoding="utf-8")
+    assert_clean_error(zhner("score", gold, pred), str(pred))
+    binary = tmp_path / "b.bmes"
+    binary.write_bytes(b"a O\n\xff\xfe O\n")
+    assert_clean_error(zhner("score", gold, binary), f"{binary}:2", "UTF-8")
+
+
+def test_data_list_and_check(shared_data):
+    res = zhner("data", "list")
+    assert res.returncode == 0 and "resume" in res.stdout and "msra" in res.stdout
+    res = zhner("data", "check", "resume")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count(" ok ") == 3
+
+
+def test_train_predict_evaluate_cli(tmp_path, shared_data):
+    out = tmp_path / "model"
+    args = ["train", "tener_resume", "-o", out]
+    for o in TINY_TENER:
+        args += ["--set", o]
+    res = zhner(*args)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["model"] == "tener" and summary["test"]["f1_strict"] >= 0
+
+    res = zhner("predict", "-m", out, "-", stdin="张三毕业于北京大学。\n\n🙂 ＡＢＣ\ufffd\n")
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["text"] for r in records] == ["张三毕业于北京大学。", "", "🙂 ＡＢＣ\ufffd"]
+    for r in records:
+        for e in r["entities"]:
+            assert r["text"][e["start"] : e["end"]] == e["text"]
+
+    src = tmp_path / "in.txt"
+    src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
+    dest = tmp_path / "out.conll"
+    res = zhner("predict", "-m", out, src, "-o", dest, "--format", "conll")
+    assert res.returncode == 0, res.stderr
+    assert dest.read_text(encoding="utf-8").count("\n\n") == 2
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("好\n".encode() + b"\xff\n")
+    res = zhner("predict", "-m", out, bad, "-o", tmp_path / "never.jsonl")
+    assert_clean_error(res, f"{bad}:2")
+    assert not (tmp_path / "never.jsonl").exists()  # nothing half-written
+
+    res = zhner("evaluate", out, "resume:dev")
+    assert res.returncode == 0, res.stderr
+    assert {"strict", "lenient", "per_type", "span_f", "type_acc"} <= set(json.loads(res.stdout))

@@ -1,0 +1,50 @@
+import pytest
+
+from zhner.cli import resolve_config
+from zhner.errors import ZhnerError
+from zhner.train.config import apply_overrides, load_config, parse_override
+
+
+def test_shipped_configs_load():
+    for name in ("tener_resume", "tener_weibo", "tener_msra", "bilstm_crf_resume", "bilstm_crf_weibo", "bilstm_crf_msra"):
+        cfg = load_config(resolve_config(name))
+        assert cfg.model.name in name
+    cfg = load_config(resolve_config("tener_msra"))
+    assert (cfg.model.heads, cfg.model.head_dim, cfg.model.layers, cfg.train.lr, cfg.train.epochs) == (6, 80, 2, 7e-4, 100)
+
+
+def test_overrides():
+    assert parse_override("train.lr=0.01") == (["train", "lr"], 0.01)
+    assert parse_override("data.dataset=weibo") == (["data", "dataset"], "weibo")
+    assert parse_override("train.patience=null") == (["train", "patience"], None)
+    raw = apply_overrides({"model": {"name": "tener"}}, ["model.heads=2", "train.clip_norm=1.5"])
+    assert raw == {"model": {"name": "tener", "heads": 2}, "train": {"clip_norm": 1.5}}
+    cfg = load_config(resolve_config("tener_resume"), ["train.lr=0.5", "model.layers=1"])
+    assert cfg.train.lr == 0.5 and cfg.model.layers == 1
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("train.lr=-1", "train.lr: Input should be greater than 0"),
+        ("train.optimizer=adam", "train.optimizer"),
+        ("model.heads=many", "model.heads: Input should be a valid integer"),
+        ("model.nonsense=1", "model.nonsense: Extra inputs are not permitted"),
+        ("model.name=gpt", "unknown model 'gpt'"),
+        ("train.lr", "expected KEY=VALUE"),
+        ("train.lr.x=1", "is not a section"),
+    ],
+)
+def test_bad_fields_are_readable(override, message):
+    with pytest.raises(ZhnerError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(resolve_config("tener_resume"), [override])
+
+
+def test_bad_yaml(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  name: tener\n  heads: [1\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="invalid YAML") as err:
+        load_config(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(ZhnerError, match="no such config"):
+        resolve_config(str(tmp_path / "missing.yaml"))

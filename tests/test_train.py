@@ -1,0 +1,160 @@
+"""End-to-end training on a small real subset: model directory, resume after a kill, early stopping, schedules."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import REPO, TINY_TENER
+from zhner.cli import resolve_config
+from zhner.tagger import Tagger
+from zhner.train.config import load_config
+from zhner.train.trainer import lr_lambda, train
+
+
+def tiny(name="tener_resume", extra=()):
+    return load_config(resolve_config(name), TINY_TENER + list(extra))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("run")
+    metrics = train(tiny(extra=["train.epochs=3"]), out, log=lambda _: None)
+    return out, metrics
+
+
+def test_run_directory_is_a_model(trained):
+    out, metrics = trained
+    for name in ("config.yaml", "vocab.json", "model.safetensors", "metrics.json", "log.jsonl"):
+        assert (out / name).exists(), name
+    assert not (out / "checkpoint.pt").exists()
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2, 3]
+    assert metrics["status"] == "completed" and metrics["seed"] == 42
+    assert 1 <= metrics["best_epoch"] <= 3
+    best = log[metrics["best_epoch"] - 1]
+    assert best["dev"]["f1_strict"] == metrics["dev"]["strict"]["f1"]
+    assert best["test"]["f1_strict"] == metrics["test"]["strict"]["f1"]
+    assert json.loads((out / "metrics.json").read_text())["best_epoch"] == metrics["best_epoch"]
+
+
+def test_tagger_roundtrip_and_offsets(trained):
+    out, _ = trained
+    tagger = Tagger.load(out)
+    texts = ["张三，男，汉族，1965年出生，本科学历。", "", "北京大学"]
+    first = tagger.predict(texts)
+    assert first[1] == []
+    for text, ents in zip(texts, first):
+        for e in ents:
+            assert text[e["start"] : e["end"]] == e["text"] and e["type"] in {t[2:] for t in tagger.featurizer.tags if t != "O"}
+    assert Tagger.load(out).predict(texts) == first
+    # evaluating the saved model on the test prefix reproduces the metrics recorded at the best epoch
+    from zhner.data.registry import load_dataset
+    from zhner.data.corpus import Corpus
+
+    test = load_dataset("resume")["test"]
+    result = tagger.evaluate(Corpus(test.sentences[:24], test.scheme, test.path))
+    assert result["strict"] == json.loads((out / "metrics.json").read_text())["test"]["strict"]
+
+
+def test_long_text_is_split_not_truncated(trained):
+    out, _ = trained
+    tagger = Tagger.load(out)
+    text = "张三毕业于北京大学。" * 120  # 1200 characters, several chunks
+    (ents,) = tagger.predict([text])
+    for e in ents:
+        assert text[e["start"] : e["end"]] == e["text"]
+    # predictions of each 10-character sentence are the same wherever it sits in the document
+    single = tagger.predict(["张三毕业于北京大学。"])[0]
+    starts = {e["start"] % 10 for e in ents}
+    assert starts == {e["start"] for e in single}
+
+
+def test_corrupt_model_directories(trained, tmp_path):
+    from zhner.errors import ZhnerError
+    import shutil
+
+    bad = tmp_path / "m"
+    shutil.copytree(trained[0], bad)
+    (bad / "model.safetensors").write_bytes(b"not a tensor file")
+    with pytest.raises(ZhnerError, match="corrupt weights"):
+        Tagger.load(bad)
+    (bad / "vocab.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="vocab.json: corrupt"):
+        Tagger.load(bad)
+    (bad / "config.yaml").unlink()
+    with pytest.raises(ZhnerError, match="config.yaml: missing"):
+        Tagger.load(bad)
+    with pytest.raises(ZhnerError, match="no such model directory"):
+        Tagger.load(tmp_path / "nothing")
+
+
+def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data):
+    """Kill a training process mid-epoch (SIGKILL, after its first checkpoint); resuming must end exactly where
+    an uninterrupted run ends."""
+    overrides = TINY_TENER + ["train.epochs=2", "train.checkpoint_every=2", "data.max_train_sentences=96"]
+    reference = tmp_path / "reference"
+    train(load_config(resolve_config("tener_resume"), overrides), reference, log=lambda _: None)
+
+    interrupted = tmp_path / "interrupted"
+    args = [sys.executable, "-m", "zhner.cli", "train", "tener_resume", "-o", str(interrupted)]
+    for o in overrides:
+        args += ["--set", o]
+    env = dict(os.environ, ZHNER_SLOW_STEP_S="0.05")  # slows each step so the kill lands mid-epoch
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (interrupted / "checkpoint.pt").exists():
+        assert proc.poll() is None, "training ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = torch.load(interrupted / "checkpoint.pt", weights_only=False)["state"]
+    assert state["step"] >= 2 and (state["batch"] > 0 or state["epoch"] > 0)
+
+    resumed = train(load_config(resolve_config("tener_resume"), overrides), interrupted, log=lambda _: None)
+    ref_w, res_w = load_file(reference / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    assert ref_w.keys() == res_w.keys()
+    for key in ref_w:
+        torch.testing.assert_close(ref_w[key], res_w[key], rtol=0, atol=0)
+    ref_m = json.loads((reference / "metrics.json").read_text())
+    assert resumed["test"] == ref_m["test"] and resumed["best_epoch"] == ref_m["best_epoch"]
+    ref_log = [json.loads(x) for x in (reference / "log.jsonl").read_text().splitlines()]
+    res_log = [json.loads(x) for x in (interrupted / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in res_log] == [1, 2]
+    assert [r["dev"] for r in res_log] == [r["dev"] for r in ref_log]
+
+
+def test_early_stopping_and_time_budget(tmp_path, shared_data):
+    metrics = train(tiny(extra=["train.epochs=30", "train.patience=1", "train.lr=1e-9"]), tmp_path / "a", log=lambda _: None)
+    assert metrics["status"] == "early_stopping" and metrics["epochs_run"] < 30
+    metrics = train(tiny(extra=["train.epochs=30", "train.max_minutes=0.0001"]), tmp_path / "b", log=lambda _: None)
+    assert metrics["status"] == "time_budget" and metrics["epochs_run"] == 1
+
+
+def test_schedules():
+    cfg = tiny(extra=["train.epochs=10", "train.warmup=0.1", "train.schedule=linear"])
+    f = lr_lambda(cfg, steps_per_epoch=10)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
+    assert f(55) == pytest.approx(0.5) and f(100) == 0.0
+    cfg = tiny(extra=["train.epochs=10", "train.warmup=0", "train.schedule=inverse", "train.decay=0.5"])
+    f = lr_lambda(cfg, steps_per_epoch=10)
+    assert f(0) == 1.0 and f(10) == pytest.approx(1 / 1.5) and f(25) == pytest.approx(0.5)
+    cfg = tiny(extra=["train.warmup=5", "train.schedule=constant"])
+    f = lr_lambda(cfg, steps_per_epoch=10)
+    assert f(2) == pytest.approx(0.6) and f(400) == 1.0
+
+
+def test_bilstm_crf_trains(tmp_path, shared_data):
+    cfg = load_config(
+        resolve_config("bilstm_crf_weibo"),
+        ["model.hidden=16", "data.max_train_sentences=40", "data.max_eval_sentences=20", "train.epochs=2", "train.optimizer=adamw", "train.lr=0.01"],
+    )
+    metrics = train(cfg, tmp_path, log=lambda _: None)
+    assert metrics["model"] == "bilstm_crf" and metrics["epochs_run"] == 2
+    assert Tagger.load(tmp_path).predict(["我爱北京天安门"])[0] is not None
