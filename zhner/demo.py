@@ -1,7 +1,6 @@
 """`make demo`: train a small TENER on Resume NER for a few minutes, evaluate it, and tag a few sentences."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -35,4 +34,3 @@ def run_demo(output: Path, minutes: float) -> None:
         for ent in entities:
             typer.echo(f"  {ent['type']:6s} [{ent['start']:3d}, {ent['end']:3d})  {ent['text']}")
     typer.echo(f"\nmodel saved in {output}; try: zhner predict -m {output} -  (then type a sentence)")
-    typer.echo(json.dumps({"test_f1_strict": test["strict"]["f1"]}))

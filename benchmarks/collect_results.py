@@ -1,0 +1,82 @@
+"""Turn finished run directories into benchmarks/results/<model>_<dataset>.json and the README table.
+
+    python benchmarks/collect_results.py RUN_DIR [RUN_DIR ...] --command "zhner train ... -o RUN_DIR"
+
+Several run directories of the same model x dataset (one per seed) are reported together (mean over seeds, and each seed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def headline(result: dict) -> dict:
+    return {
+        "p": result["strict"]["p"],
+        "r": result["strict"]["r"],
+        "f1_strict": result["strict"]["f1"],
+        "f1_lenient": result["lenient"]["f1"],
+        "span_f": result.get("span_f"),
+        "type_acc": result.get("type_acc"),
+    }
+
+
+def load_run(run_dir: Path) -> dict:
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    log = [json.loads(x) for x in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    speeds = [r["train_sentences_per_s"] for r in log]
+    return {
+        "metrics": metrics,
+        "train_sentences_per_s": round(statistics.median(speeds), 1),
+        "epochs": len(log),
+    }
+
+
+def mean(values: list[float]) -> float:
+    return round(statistics.fmean(values), 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--command", required=True, help="the exact command that produced the runs")
+    parser.add_argument("--note", default=None)
+    args = parser.parse_args()
+
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for run_dir in args.runs:
+        run = load_run(run_dir)
+        groups[(run["metrics"]["model"], run["metrics"]["dataset"])].append(run)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for (model, dataset), runs in groups.items():
+        tests = [headline(r["metrics"]["test"]) for r in runs]
+        devs = [headline(r["metrics"]["dev"]) for r in runs]
+        out = {
+            "model": model,
+            "dataset": dataset,
+            "seeds": [r["metrics"]["seed"] for r in runs],
+            "test": {k: mean([t[k] for t in tests]) for k in tests[0]},
+            "dev": {k: mean([d[k] for d in devs]) for k in devs[0]},
+            "dev_label": runs[0]["metrics"].get("dev_label", "dev"),
+            "best_epoch": [r["metrics"]["best_epoch"] for r in runs],
+            "epochs": [r["epochs"] for r in runs],
+            "status": [r["metrics"]["status"] for r in runs],
+            "train_seconds": [r["metrics"]["train_seconds"] for r in runs],
+            "train_sentences_per_s": mean([r["train_sentences_per_s"] for r in runs]),
+            "per_seed_test": tests,
+            "command": args.command,
+        }
+        if args.note:
+            out["note"] = args.note
+        path = RESULTS / f"{model}_{dataset}.json"
+        path.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{path}: test F1 strict {out['test']['f1_strict']} lenient {out['test']['f1_lenient']}")
+
+
+if __name__ == "__main__":
+    main()

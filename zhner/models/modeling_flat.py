@@ -1,0 +1,122 @@
+"""FLAT (Li et al., ACL 2020): characters and the lexicon words matched in the sentence as one flat sequence of spans,
+a Transformer encoder with span relative position encoding (Eq. 4-11, see zhner/nn/flat_attention.py), CRF over characters.
+
+    chars [B, L] -> [char emb ; bigram emb] -> Linear -> [B, L, D]   heads = tails = 0..L-1
+    words [B, W] -> word emb -> Linear      -> [B, W, D]             heads = word_starts, tails = word_ends
+    flat = [chars ; words] [B, N = L + W, D], span mask = [mask ; word_mask]
+    -> encoder layers -> first L positions -> Linear -> emissions [B, L, T] -> CRF
+
+Presets: "default" is the sound version (real residual, scaled attention, projected K, output projection, CRF with
+transition constraints); "compat" reproduces the authors' release (DESIGN.md, FLAT V0): LayerNorm(2 * sublayer) instead of a
+residual, unscaled attention, K not projected, no output projection, zero-initialised CRF without constraints.
+Sizes and optimisation per dataset live in configs/flat_<dataset>.yaml.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, model_validator
+from torch import nn
+
+from zhner.errors import ZhnerError
+from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.nn.embedding import CharBigramEmbedding
+from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
+
+# what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
+COMPAT = {
+    "residual": False,
+    "scaled": False,
+    "project_k": False,
+    "out_proj": False,
+    "crf_init": "zero",
+    "crf_constraints": False,
+}
+
+
+class FLATConfig(ModelConfig):
+    name: Literal["flat"] = "flat"
+    heads: int = Field(8, ge=1)
+    head_dim: int = Field(20, ge=1)
+    layers: int = Field(1, ge=1)
+    ff_ratio: float = Field(3.0, gt=0)
+    dropout: float = 0.15  # FFN and sublayer outputs
+    attn_dropout: float = 0.0  # on the attention weights
+    fc_dropout: float = 0.3  # before the output layer (the release's "output" dropout)
+    position_fusion: Literal["ff_two", "ff_four", "head"] = "ff_two"
+    preset: Literal["default", "compat"] = "default"
+    msm: bool = False  # mask attention from characters to their self-matched words (Table 2, FLAT_msm)
+    mld: bool = False  # mask attention between spans more than 10 characters apart (FLAT_mld)
+    residual: bool = True  # False (compat): LayerNorm(2 * sublayer), the release's missing residual
+    scaled: bool = True  # False (compat): no 1/sqrt(head_dim)
+    project_k: bool = True  # False (compat): K is the layer input, not projected
+    out_proj: bool = True  # False (compat): no output projection after attention
+    word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == "compat":
+            data = dict(data)
+            for key, value in COMPAT.items():
+                data.setdefault(key, value)
+        return data
+
+
+class FLAT(SequenceTagger):
+    def __init__(self, config: FLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
+        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        if "words" not in vocab_sizes:
+            raise ZhnerError("FLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
+        self.config = config
+        d_model = config.heads * config.head_dim
+        word_dim = config.word_dim or config.char_dim
+        self.embed = CharBigramEmbedding(
+            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
+        )
+        self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
+        self.word_dropout = nn.Dropout(config.embed_dropout)
+        self.char_proj = nn.Linear(self.embed.out_dim, d_model)
+        self.word_proj = nn.Linear(word_dim, d_model)
+        self.position = SpanPositionEncoding(d_model, config.position_fusion)
+        self.layers = nn.ModuleList(
+            FlatEncoderLayer(
+                FlatRelativeAttention(
+                    d_model, config.heads, config.attn_dropout, config.scaled, config.project_k, config.out_proj
+                ),
+                d_model,
+                int(config.ff_ratio * d_model),
+                config.dropout,
+                config.residual,
+            )
+            for _ in range(config.layers)
+        )
+        self.fc_dropout = nn.Dropout(config.fc_dropout)
+        self.out = nn.Linear(d_model, num_tags)
+
+    def pretrained_tables(self) -> dict[str, nn.Embedding]:
+        return self.embed.tables() | {"words": self.words}
+
+    def lattice(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The flat lattice of a batch: (x [B, N, D], heads [B, N], tails [B, N], span mask [B, N]), N = L + W."""
+        if "words" not in batch:
+            raise ZhnerError("FLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
+        chars, mask = batch["chars"], batch["mask"]  # [B, L]
+        B, L = chars.shape
+        x_chars = self.char_proj(self.embed(chars, batch.get("bigrams")))  # [B, L, D]
+        x_words = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, W, D]
+        positions = torch.arange(L, device=chars.device).expand(B, L)  # a character's head and tail are its index
+        heads = torch.cat([positions, batch["word_starts"]], dim=1)  # [B, N]
+        tails = torch.cat([positions, batch["word_ends"]], dim=1)  # [B, N]
+        span_mask = torch.cat([mask, batch["word_mask"]], dim=1)  # [B, N]
+        return torch.cat([x_chars, x_words], dim=1), heads, tails, span_mask
+
+    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        x, heads, tails, span_mask = self.lattice(batch)
+        L = batch["chars"].shape[1]
+        positions = self.position(heads, tails, max_distance=L - 1)  # R of Eq. 8, shared by the layers
+        allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
+        for layer in self.layers:
+            x = layer(x, positions, allowed)
+        return self.out(self.fc_dropout(x[:, :L]))  # [B, L, T]: characters only
