@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import json
 import re
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -379,3 +380,30 @@ def test_load_folder_errors(tmp_path):
         load_dataset(empty)
     with pytest.raises(ZhnerError, match="neither a known dataset"):
         load_dataset(tmp_path / "nowhere")
+
+
+def test_fetch_and_check_through_the_cli(served, tmp_path):
+    """`zhner data fetch` and `zhner data check` as a user runs them, against the loopback server."""
+    import subprocess
+    import sys
+
+    root, server = served
+    cache = tmp_path / "cli-cache"
+    env = {k: v for k, v in os.environ.items() if k != "ZHNER_DATA"}
+    res = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "data", "fetch", "resume", "--cache-dir", str(cache), "--base-url", server.base_url],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(cache / rel) for rel in RESUME_FILES]
+    res = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "data", "check", "resume", "--data-dir", str(cache)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert res.returncode == 0 and res.stdout.count(" ok ") == 3, res.stdout + res.stderr
+    (cache / RESUME_FILES[0]).write_text("tampered\n", encoding="utf-8")
+    res = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "data", "check", "resume", "--data-dir", str(cache)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert res.returncode == 1 and "mismatch" in res.stdout
