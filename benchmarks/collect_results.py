@@ -12,18 +12,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from zhner.evaluate.metrics import headline
+
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def headline(result: dict) -> dict:
-    return {
-        "p": result["strict"]["p"],
-        "r": result["strict"]["r"],
-        "f1_strict": result["strict"]["f1"],
-        "f1_lenient": result["lenient"]["f1"],
-        "span_f": result.get("span_f"),
-        "type_acc": result.get("type_acc"),
-    }
 
 
 def load_run(run_dir: Path) -> dict:

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from zhner.errors import ZhnerError
+from zhner.fileio import atomic_write_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.")
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksums, fetch from their public sources.")
@@ -59,21 +60,16 @@ def train(
         seeded = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
         results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err))
     summary = [_summary(m) for m in results]
-    from zhner.fileio import atomic_write_text
-
     atomic_write_text(output / "seeds.json", json.dumps(summary, indent=2, ensure_ascii=False))
     typer.echo(json.dumps(summary, ensure_ascii=False))
 
 
 def _summary(metrics: dict) -> dict:
-    def head(result: dict | None) -> dict | None:
-        if not result:
-            return None
-        return {"p": result["strict"]["p"], "r": result["strict"]["r"], "f1_strict": result["strict"]["f1"], "f1_lenient": result["lenient"]["f1"]}
+    from zhner.evaluate.metrics import headline
 
     return {k: metrics[k] for k in ("model", "dataset", "seed", "best_epoch", "epochs_run", "status")} | {
-        "dev": head(metrics.get("dev")),
-        "test": head(metrics.get("test")),
+        "dev": headline(metrics["dev"]) if metrics.get("dev") else None,
+        "test": headline(metrics["test"]) if metrics.get("test") else None,
     }
 
 

@@ -273,3 +273,15 @@ def format_report(result: dict) -> str:
         f"type accuracy (on matched boundaries): {result['type_acc']:.2f}",
     ]
     return "\n".join(lines)
+
+
+def headline(result: dict) -> dict:
+    """The numbers a results table shows, from a `NERScorer.result()` dict (percent)."""
+    return {
+        "p": result["strict"]["p"],
+        "r": result["strict"]["r"],
+        "f1_strict": result["strict"]["f1"],
+        "f1_lenient": result["lenient"]["f1"],
+        "span_f": result["span_f"],
+        "type_acc": result["type_acc"],
+    }

@@ -28,6 +28,7 @@ from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import headline
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
@@ -144,15 +145,6 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
 
 
-def _headline(result: dict) -> dict:
-    return {
-        "p": result["strict"]["p"],
-        "r": result["strict"]["r"],
-        "f1_strict": result["strict"]["f1"],
-        "f1_lenient": result["lenient"]["f1"],
-    }
-
-
 def train(
     config: Config,
     out_dir: str | Path,
@@ -224,13 +216,13 @@ def train(
             "lr": optimizer.param_groups[0]["lr"],
             "train_loss": loss_sum / max(1, n_sent),
             "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
-            dev_label: _headline(dev),
+            dev_label: headline(dev),
         }
         if dev["strict"]["f1"] > state["best_f1"]:
             test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
             state.update(best_f1=dev["strict"]["f1"], best_epoch=epoch + 1, bad_epochs=0)
             state["best"] = {"dev": dev, "test": test}
-            record["test"] = _headline(test)
+            record["test"] = headline(test)
             tagger.metrics = _metrics(config, state, started, "running", dev_label)
             tagger.save(out_dir)
         else:
