@@ -117,6 +117,7 @@ class FLAT(SequenceTagger):
         L = batch["chars"].shape[1]
         positions = self.position(heads, tails, max_distance=L - 1)  # R of Eq. 8, shared by the layers
         allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
-        for layer in self.layers:
-            x = layer(x, positions, allowed)
-        return self.out(self.fc_dropout(x[:, :L]))  # [B, L, T]: characters only
+        for n, layer in enumerate(self.layers):
+            # the output reads characters only: the last layer computes just their queries (exact, and ~W/N cheaper)
+            x = layer(x, positions, allowed, num_queries=L if n == len(self.layers) - 1 else None)
+        return self.out(self.fc_dropout(x))  # [B, L, T]

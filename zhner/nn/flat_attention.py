@@ -17,14 +17,22 @@ slice per head:
 
     A*_ij = (q_i + u) . k_j + (q_i + v) . (W_{k,R} R_ij)
 
-Cost. Distances are integers in [-M, M] (M = longest sentence - 1), so instead of materialising the [B, N, N, 4 d_model]
-concatenation and multiplying it by W_r, each distance kind's sinusoid TABLE [2M+1, d_model] goes through its own column
-slice of W_r once (W_r [p_a ; p_b] = W_r^a p_a + W_r^b p_b), and R_ij is a gather-and-sum of those projected rows followed by
-the ReLU. This is exactly Eq. 8 because the Linear comes before the nonlinearity. It is computed once per forward and shared
-by every layer. The "head" fusion depends on d_hh only, so R stays a [2M+1, d_model] table and is never expanded to pairs.
-Likewise W_{k,R} is folded into the query, (q_i + v) . (W_{k,R} R_ij) = (W_{k,R}^T (q_i + v)) . R_ij, so the per-layer
-position term is one batched matmul against R (B N^2 H d_model multiply-adds) instead of projecting every R_ij
-(B N^2 d_model^2); a bias on W_{k,R} would add a per-query constant that softmax ignores, so it has none.
+Cost (exactly the equations above, computed in a cheaper order):
+1. Distances are integers in [-M, M] (M = longest sentence - 1, widened by the longest word for d_th / d_ht / d_tt).
+   Instead of materialising the [B, N, N, 4 d_model] concatenation and multiplying it by W_r, each distance kind's sinusoid
+   TABLE [2M+1, d_model] goes through its own column block of W_r once (W_r [p_a ; p_b] = W_r^a p_a + W_r^b p_b), and the
+   pre-activation of R_ij is a gather-and-sum of projected rows. This equals Eq. 8 because the Linear is applied before the
+   ReLU (the ReLU comes after the sum).
+2. With l = tail - head, all four distances are functions of (d_hh, l_i, l_j), and a batch holds few distinct span lengths
+   (n_l ~ 4-8). So the sum and the ReLU are taken once per distinct (d_hh, l_i, l_j) -- a [(2M+1) n_l^2, d_model] table --
+   and each pair only stores the row index of its value ([B, N, N] integers). ff_two needs only (d_hh, l_i - l_j):
+   a [(2M+1) (2 l_max + 1), d_model] table. Computed once per forward, shared by the layers.
+3. W_{k,R} is folded into the query: (q_i + v) . (W_{k,R} R_ij) = (W_{k,R}^T (q_i + v)) . R_ij, so the position term is a
+   batched product of [B, N, H, d_model] queries with the gathered R rows (B N^2 H d_model multiply-adds) rather than a
+   projection of every R_ij (B N^2 d_model^2). The rows are gathered a few queries at a time and dropped after use
+   (`_GatheredScores`), so no [B, N, N, d_model] tensor is ever stored, in the forward or the backward.
+   A bias on W_{k,R} would add a per-query constant that softmax ignores, so it has none.
+4. The model's last layer computes only the character queries (its word outputs would be discarded).
 
 Options reproduce the authors' release (DESIGN.md): `scaled=False` (no 1/sqrt(d_head)), `project_k=False` (K = the input,
 W_{k,E} = identity), `out_proj=False` (no output projection).
@@ -60,17 +68,23 @@ def span_distances(heads: torch.Tensor, tails: torch.Tensor) -> dict[str, torch.
 
 @dataclass
 class SpanPositions:
-    """R of Eq. 8 for a batch, in one of two layouts:
-    dense: `dense` [B, N, N, D] (R_ij itself);
-    table: `table` [K, D] and `index` [B, N, N] (R_ij = table[index[b, i, j]]), used when R depends on d_hh only."""
+    """R of Eq. 8 for a batch, factored as R_ij = table[index[b, i, j]]: table [P, D] holds R for every distinct value of
+    what R depends on, index [B, N, N] picks each pair's row. `dense()` materialises [B, N, N, D]; attention never needs it."""
 
-    dense: torch.Tensor | None = None
-    table: torch.Tensor | None = None
-    index: torch.Tensor | None = None
+    table: torch.Tensor
+    index: torch.Tensor
+
+    def dense(self) -> torch.Tensor:
+        return F.embedding(self.index, self.table)
 
 
 class SpanPositionEncoding(nn.Module):
-    """heads, tails [B, N] -> SpanPositions (R of Eq. 8, d_model wide), computed once per forward, shared by the layers."""
+    """heads, tails [B, N] -> SpanPositions (R of Eq. 8, d_model wide), computed once per forward, shared by the layers.
+
+    With l = tail - head (a span's length - 1, 0 for characters) the four distances of a pair are functions of
+    (d = d_hh, l_i, l_j): d_th = d + l_i, d_ht = d - l_j, d_tt = d + l_i - l_j. So R takes at most (2M+1) x n_l x n_l
+    distinct values (n_l = distinct span lengths in the batch, typically 4-8), against B x N x N pairs: the table is built
+    for those, and pairs index it. ff_two's R depends on (d, l_i - l_j) only, FLAT_head's on d only."""
 
     def __init__(self, d_model: int, fusion: Fusion = "ff_two"):
         super().__init__()
@@ -85,32 +99,105 @@ class SpanPositionEncoding(nn.Module):
         return sinusoid(torch.arange(-max_distance, max_distance + 1, device=device), self.d_model)
 
     def projected_tables(self, max_distance: int) -> torch.Tensor:
-        """W_r^kind p_d for every kind and distance: [n_kinds, 2M+1, d_model], the bias b_r added to the first kind."""
+        """W_r^kind p_d for every kind and distance: [n_kinds, 2M+1, d_model], the bias b_r added to the first kind.
+        W_r [p_a ; p_b ; ...] = W_r^a p_a + W_r^b p_b + ... with W_r^k the k-th column block of W_r."""
         table = self.sinusoid_table(max_distance, self.fuse.weight.device).to(self.fuse.weight.dtype)  # [K, D]
         n, D = len(self.kinds), self.d_model
-        weight = self.fuse.weight.view(D, n, D).transpose(0, 1)  # [n, D_out, D_in]: the column slice of each kind
+        weight = self.fuse.weight.view(D, n, D).transpose(0, 1)  # [n, D_out, D_in]: the column block of each kind
         projected = torch.matmul(table, weight.transpose(1, 2))  # [n, K, D_out]
         return torch.cat([projected[:1] + self.fuse.bias, projected[1:]], dim=0)
 
     def forward(self, heads: torch.Tensor, tails: torch.Tensor, max_distance: int) -> SpanPositions:
         """heads, tails [B, N] (long, within [0, max_distance]) -> SpanPositions; max_distance = longest sentence - 1."""
-        tables = self.projected_tables(max_distance)  # [n, K, D]
-        n, K, D = tables.shape
-        if self.fusion == "head":  # R_ij = ReLU(W_r p_hh + b_r): a [K, D] table indexed by d_hh
-            index = heads[:, :, None] - heads[:, None, :] + max_distance  # [B, N, N]
-            return SpanPositions(table=torch.relu(tables[0]), index=index)
-        dist = span_distances(heads, tails)
-        # one row index per kind into the stacked tables [n*K, D]: kind k's distance d sits at row k*K + d + M
-        index = torch.stack([dist[kind] + (k * K + max_distance) for k, kind in enumerate(self.kinds)], dim=-1)  # [B,N,N,n]
-        B, N = heads.shape
-        summed = F.embedding_bag(index.view(-1, n), tables.reshape(n * K, D), mode="sum")  # gather + sum: [B*N*N, D]
-        return SpanPositions(dense=torch.relu_(summed).view(B, N, N, D))
+        M = max_distance
+        d_hh = heads[:, :, None] - heads[:, None, :]  # [B, N, N], Eq. 4
+        if self.kinds == ("hh",):  # FLAT_head: R_ij = ReLU(W_r p_hh + b_r)
+            return SpanPositions(torch.relu(self.projected_tables(M)[0]), d_hh + M)
+        if self.kinds == ("hh", "tt"):  # ff_two: R depends on (d_hh, d_tt - d_hh = l_i - l_j) only
+            longest = int((tails - heads).max())
+            M2 = M + longest  # d_tt = d_hh + (l_i - l_j) reaches beyond +-M in the table (not in real pairs)
+            tables = self.projected_tables(M2)  # [2, 2*M2+1, D]
+            d = torch.arange(-M, M + 1, device=heads.device)[:, None]  # [2M+1, 1]
+            delta = torch.arange(-longest, longest + 1, device=heads.device)[None, :]  # [1, 2*longest+1]
+            pre = tables[0][(d + M2).expand(-1, delta.shape[1])] + tables[1][d + delta + M2]  # [2M+1, 2*longest+1, D]
+            d_tt = tails[:, :, None] - tails[:, None, :]  # Eq. 7
+            index = (d_hh + M) * delta.shape[1] + (d_tt - d_hh + longest)  # [B, N, N]
+            return SpanPositions(torch.relu(pre).reshape(-1, self.d_model), index)
+        lengths, length_id = torch.unique(tails - heads, sorted=True, return_inverse=True)  # [n_l], [B, N]
+        n_l, longest = lengths.numel(), int(lengths[-1])
+        M2 = M + longest  # d + l_i and d - l_j reach beyond +-M
+        tables = self.projected_tables(M2)  # [n, 2*M2+1, D]
+        d = torch.arange(-M, M + 1, device=heads.device)[:, None, None]  # [2M+1, 1, 1]
+        l_q, l_k = lengths[None, :, None], lengths[None, None, :]  # [1, n_l, 1], [1, 1, n_l]
+        offsets = {"hh": d, "th": d + l_q, "ht": d - l_k, "tt": d + l_q - l_k}  # Eq. 4-7 in terms of (d, l_i, l_j)
+        pre = sum(tables[k][(offsets[kind] + M2).expand(-1, n_l, n_l)] for k, kind in enumerate(self.kinds))
+        table = torch.relu(pre).reshape(-1, self.d_model)  # [(2M+1) * n_l * n_l, D], Eq. 8
+        index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + length_id[:, None, :]  # [B, N, N]
+        return SpanPositions(table, index)
 
     def naive(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
         """Eq. 8 as written (concatenate the kinds' sinusoids [B, N, N, n*D], Linear, ReLU): the reference for tests."""
         dist = span_distances(heads, tails)
         cat = torch.cat([sinusoid(dist[kind], self.d_model) for kind in self.kinds], dim=-1)
         return torch.relu(self.fuse(cat.to(self.fuse.weight.dtype)))
+
+
+_CHUNK_ELEMENTS = 1 << 18  # CPU: gathered R elements per chunk of query rows (1 MiB of float32: stays in a core's L2 cache)
+_CHUNK_ELEMENTS_GPU = 1 << 26  # elsewhere few large launches beat cache locality (256 MiB of float32 per chunk)
+
+
+def _chunk_rows(t: torch.Tensor, per_row: int) -> int:
+    return max(1, (_CHUNK_ELEMENTS if t.device.type == "cpu" else _CHUNK_ELEMENTS_GPU) // per_row)
+
+
+class _GatheredScores(torch.autograd.Function):
+    """scores[r, j, h] = qr[r, h, :] . table[index[r, j], :] for query rows r (= (b, i) flattened) and keys j.
+
+    R_ij = table[index] is gathered a few query rows at a time, used while it sits in cache, and dropped: the [B, N, N, D]
+    R is never stored (the backward gathers it again) and memory stays O(B N^2 H)."""
+
+    @staticmethod
+    def forward(ctx, qr: torch.Tensor, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        rows, H, D = qr.shape
+        N = index.shape[1]
+        out = qr.new_empty(rows, N, H)
+        step = _chunk_rows(qr, N * D)
+        for s in range(0, rows, step):
+            R = table.index_select(0, index[s : s + step].reshape(-1)).view(-1, N, D)  # [step, N, D]
+            torch.bmm(R, qr[s : s + step].transpose(1, 2), out=out[s : s + step])
+        ctx.save_for_backward(qr, table, index)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        qr, table, index = ctx.saved_tensors
+        rows, H, D = qr.shape
+        N = index.shape[1]
+        grad = grad.contiguous()
+        grad_qr = torch.empty_like(qr) if ctx.needs_input_grad[0] else None
+        grad_table = torch.zeros_like(table) if ctx.needs_input_grad[1] else None
+        step = _chunk_rows(qr, N * D)
+        for s in range(0, rows, step):
+            idx = index[s : s + step].reshape(-1)
+            g = grad[s : s + step]  # [step, N, H]
+            if grad_qr is not None:
+                R = table.index_select(0, idx).view(-1, N, D)
+                torch.bmm(g.transpose(1, 2), R, out=grad_qr[s : s + step])
+            if grad_table is not None:
+                grad_table.index_add_(0, idx, torch.bmm(g, qr[s : s + step]).view(-1, D))
+        return grad_qr, grad_table, None
+
+
+def position_scores(qr: torch.Tensor, positions: SpanPositions) -> torch.Tensor:
+    """qr [B, Q, H, D] (the first Q spans' queries, already through W_{k,R}) . R_ij -> [B, Q(query), N(key), H]."""
+    B, Q, H, D = qr.shape
+    table, index = positions.table, positions.index[:, :Q]  # [P, D], [B, Q, N]
+    N = index.shape[-1]
+    if table.shape[0] <= N:  # few distinct R values: score each once, then pick per pair (TENER's way)
+        per_row = torch.matmul(qr, table.t())  # [B, Q, H, P]
+        return per_row.gather(-1, index[:, :, None, :].expand(B, Q, H, N)).transpose(2, 3)
+    scores = _GatheredScores.apply(qr.reshape(B * Q, H, D), table, index.reshape(B * Q, N))
+    return scores.view(B, Q, N, H)
 
 
 def span_attention_mask(
@@ -126,7 +213,7 @@ def span_attention_mask(
     span_mask [B, N] marks real spans; spans 0..num_chars-1 are characters, the rest words.
     msm (FLAT_msm, Table 2): a character does not attend to its self-matched words (the words that contain it).
     mld (FLAT_mld): no attention between spans whose heads are more than 10 characters apart.
-    A span always keeps itself, so no row of real spans is empty."""
+    A span always keeps itself, so no row is empty (an empty row would make NaNs that reach real spans through V)."""
     allowed = span_mask[:, None, :]  # [B, 1, N]
     if msm:
         N = heads.shape[1]
@@ -137,13 +224,15 @@ def span_attention_mask(
         allowed = allowed & ~self_matched
     if mld:
         allowed = allowed & ((heads[:, :, None] - heads[:, None, :]).abs() <= MLD_DISTANCE)
+    if msm or mld:  # a padding query may have lost every key: let each span see itself (real queries never see padding)
+        allowed = allowed | torch.eye(heads.shape[1], dtype=torch.bool, device=heads.device)
     return allowed
 
 
 class FlatRelativeAttention(nn.Module):
     """Multi-head self-attention over spans with Eq. 11's scores.
 
-    forward(x [B, N, D], positions: SpanPositions, allowed [B, 1, N] or [B, N, N]) -> [B, N, D]."""
+    forward(x [B, N, D], positions: SpanPositions, allowed [B, 1, N] or [B, N, N], num_queries Q) -> [B, Q, D]."""
 
     def __init__(
         self,
@@ -169,35 +258,33 @@ class FlatRelativeAttention(nn.Module):
         self.out = nn.Linear(d_model, d_model) if out_proj else None
 
     def position_scores(self, q: torch.Tensor, positions: SpanPositions) -> torch.Tensor:
-        """(q_i + v) . W_{k,R} R_ij for every head: q [B, N, H, d] -> [B, N(query), H, N(key)]."""
-        B, N, H, _ = q.shape
-        # W_{k,R} folded into the query: q'_ih = W_{k,R,h}^T (q_ih + v_h), [B, N, H, D]
-        qr = torch.einsum("bnhd,hdD->bnhD", q + self.v, self.w_r)
-        if positions.dense is not None:
-            R = positions.dense  # [B, N, N, D]
-            D = R.shape[-1]
-            scores = torch.bmm(qr.reshape(B * N, H, D), R.reshape(B * N, N, D).transpose(1, 2))  # [B*N, H, N]
-            return scores.view(B, N, H, N)
-        table, index = positions.table, positions.index  # [K, D], [B, N, N]
-        per_distance = torch.matmul(qr, table.t())  # [B, N, H, K]
-        return per_distance.gather(-1, index[:, :, None, :].expand(B, N, H, N))
+        """(q_i + v) . W_{k,R} R_ij for every head: q [B, Q, H, d] -> [B, H, Q(query), N(key)]."""
+        # W_{k,R} folded into the query: q'_ih = W_{k,R,h}^T (q_ih + v_h), [B, Q, H, D]
+        qr = torch.einsum("bqhd,hdD->bqhD", q + self.v, self.w_r)
+        return position_scores(qr, positions).permute(0, 3, 1, 2)
 
-    def forward(self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor, num_queries: int | None = None
+    ) -> torch.Tensor:
+        """x [B, N, D] -> [B, Q, D], the outputs of the first Q = num_queries spans (default all N); every span is a key.
+        allowed: [B, 1, N] or [B, N, N] (True = query may attend to key), see `span_attention_mask`."""
         B, N, D = x.shape
+        Q = N if num_queries is None else num_queries
         H, d = self.heads, self.head_dim
+        weight, bias = self.qkv.weight, self.qkv.bias
+        q = F.linear(x[:, :Q], weight[:D], bias[:D]).view(B, Q, H, d)  # W_q, only for the queries needed
+        kv = F.linear(x, weight[D:], bias[D:])
         if self.project_k:
-            q, k, v = self.qkv(x).view(B, N, 3, H, d).unbind(2)  # each [B, N, H, d]
-        else:
-            q, v = self.qkv(x).view(B, N, 2, H, d).unbind(2)
-            k = x.view(B, N, H, d)
-        content = torch.matmul((q + self.u).transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, H, N, N]
-        position = self.position_scores(q, positions).transpose(1, 2)  # [B, H, N, N]
-        scores = content + position
+            k, v = kv.view(B, N, 2, H, d).unbind(2)  # [B, N, H, d] each
+        else:  # the release: K is the layer input itself
+            k, v = x.reshape(B, N, H, d), kv.view(B, N, H, d)
+        scores = torch.matmul((q + self.u).transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, H, Q, N]: (q_i + u) . k_j
+        scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11
         if self.scale != 1.0:
-            scores = scores * self.scale
-        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+            scores = scores.mul_(self.scale)
+        scores = scores.masked_fill_(~(allowed[:, None] if allowed.shape[1] == 1 else allowed[:, None, :Q]), float("-inf"))
         attn = self.dropout(torch.softmax(scores, dim=-1))
-        out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, N, D)  # [B, N, D]
+        out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, D)  # [B, Q, D]
         return self.out(out) if self.out is not None else out
 
 
@@ -214,8 +301,13 @@ class FlatEncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.residual = residual
 
-    def forward(self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor) -> torch.Tensor:
-        a = self.dropout(self.attention(x, positions, allowed))
+    def forward(
+        self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor, num_queries: int | None = None
+    ) -> torch.Tensor:
+        """x [B, N, D] -> [B, Q, D]: only the first Q spans are updated (the last layer needs the characters only)."""
+        Q = x.shape[1] if num_queries is None else num_queries
+        a = self.dropout(self.attention(x, positions, allowed, Q))
+        x = x[:, :Q]
         x = self.norm1(x + a if self.residual else a + a)
         f = self.dropout(self.ffn(x))
         return self.norm2(x + f if self.residual else f + f)
