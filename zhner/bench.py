@@ -8,18 +8,17 @@ import torch
 
 from zhner.data.batching import length_batches
 from zhner.train.config import Config
-from zhner.train.trainer import make_optimizer, prepare
+from zhner.train.trainer import make_optimizer, prepare, train_step
 
 
 def _timed_loop(batches: list, step, budget_s: float, warmup: int = 2) -> tuple[int, float]:
-    """Run `step(batch)` over the batches (cycling) for about `budget_s` seconds; returns (sentences, seconds)."""
+    """Run `step(batch) -> sentences done` over the batches (cycling) for about `budget_s` seconds, after `warmup`
+    untimed batches; returns (sentences, seconds)."""
     for b in batches[:warmup]:
         step(b)
     n, start, i = 0, time.perf_counter(), 0
     while True:
-        b = batches[i % len(batches)]
-        step(b)
-        n += len(b)
+        n += step(batches[i % len(batches)])
         i += 1
         elapsed = time.perf_counter() - start
         if elapsed >= budget_s and i >= 3:
@@ -32,21 +31,16 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     model = tagger.model
 
     items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
-    batches = [featurizer.collate([items[i] for i in idx]) for idx in length_batches([len(it["chars"]) for it in items], tc.batch_size, shuffle=True, seed=0)]
+    order = length_batches([len(it["chars"]) for it in items], tc.batch_size, shuffle=True, seed=0)
+    batches = [featurizer.collate([items[i] for i in idx]) for idx in order]
     optimizer = make_optimizer(model, run.config)
 
-    def train_step(batch: dict) -> None:
-        loss = model(batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if tc.clip_value:
-            torch.nn.utils.clip_grad_value_(model.parameters(), tc.clip_value)
-        optimizer.step()
+    def one_step(batch: dict) -> int:
+        train_step(model, optimizer, batch, tc)
+        return int(batch["mask"].shape[0])
 
     model.train()
-    # `len(batch)` must count sentences: wrap each batch so the loop can count them
-    sized = [_Sized(b) for b in batches]
-    n_train, t_train = _timed_loop(sized, lambda b: train_step(b.batch), train_seconds)
+    n_train, t_train = _timed_loop(batches, one_step, train_seconds)
 
     model.eval()
     test = [s.chars for s in run.splits["test"]]
@@ -59,15 +53,7 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     }
     for bs in (1, 16):
         groups = [[test[i] for i in idx] for idx in length_batches([len(t) for t in test], bs, shuffle=True, seed=1)]
-        n, t = _timed_loop(groups, lambda g: tagger.tag(g, batch_size=bs), infer_seconds)
+        n, t = _timed_loop(groups, lambda g: len(tagger.tag(g, batch_size=bs)), infer_seconds)
         result[f"infer_sentences_per_s_b{bs}"] = round(n / t, 1)
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
-
-
-class _Sized:
-    def __init__(self, batch: dict):
-        self.batch = batch
-
-    def __len__(self) -> int:
-        return int(self.batch["mask"].shape[0])

@@ -34,7 +34,7 @@ from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import Tagger, build_model
-from zhner.train.config import Config
+from zhner.train.config import Config, TrainConfig
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -145,6 +145,19 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
 
 
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict, tc: TrainConfig) -> torch.Tensor:
+    """One optimiser step on one batch, with the configured gradient clipping; returns the loss."""
+    loss = model(batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if tc.clip_value:
+        torch.nn.utils.clip_grad_value_(model.parameters(), tc.clip_value)
+    if tc.clip_norm:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
+    optimizer.step()
+    return loss
+
+
 def train(
     config: Config,
     out_dir: str | Path,
@@ -187,14 +200,7 @@ def train(
         bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
         for b in range(state["batch"], len(batches)):
             batch = featurizer.collate([train_items[i] for i in batches[b]])
-            loss = model(batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.clip_value:
-                torch.nn.utils.clip_grad_value_(model.parameters(), tc.clip_value)
-            if tc.clip_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
-            optimizer.step()
+            loss = train_step(model, optimizer, batch, tc)
             scheduler.step()
             loss_sum += loss.item() * len(batches[b])
             n_sent += len(batches[b])
