@@ -1,6 +1,7 @@
 """Turn finished run directories into benchmarks/results/<model>_<dataset>.json and the README table.
 
     python benchmarks/collect_results.py RUN_DIR [RUN_DIR ...] --command "zhner train ... -o RUN_DIR"
+    python benchmarks/collect_results.py --table      # the markdown table of every results file, for the README
 
 Several run directories of the same model x dataset (one per seed) are reported together (mean over seeds, and each seed).
 """
@@ -32,12 +33,36 @@ def mean(values: list[float]) -> float:
     return round(statistics.fmean(values), 2)
 
 
+def markdown_table() -> str:
+    rows = [
+        "| model | dataset | test P | test R | test F1 strict | test F1 lenient | Span F | Type Acc | dev F1 | best / run epochs | seeds | train sent/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(RESULTS.glob("*_*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        if "test" not in r or "model" not in r:
+            continue
+        t = r["test"]
+        epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
+        rows.append(
+            f"| {r['model']} | {r['dataset']} | {t['p']} | {t['r']} | **{t['f1_strict']}** | {t['f1_lenient']} | {t['span_f']} | "
+            f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {r['train_sentences_per_s']} |"
+        )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--command", required=True, help="the exact command that produced the runs")
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--command", help="the exact command that produced the runs")
     parser.add_argument("--note", default=None)
+    parser.add_argument("--table", action="store_true", help="print the markdown table of benchmarks/results/*.json")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table())
+        return
+    if not args.runs or not args.command:
+        parser.error("give run directories and --command")
 
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for run_dir in args.runs:

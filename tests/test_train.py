@@ -14,7 +14,7 @@ from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.tagger import Tagger
 from zhner.train.config import load_config
-from zhner.train.trainer import lr_lambda, train
+from zhner.train.trainer import _save_checkpoint, lr_lambda, prepare, train
 
 
 def tiny(name="tener_resume", extra=()):
@@ -128,6 +128,25 @@ def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data):
     res_log = [json.loads(x) for x in (interrupted / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in res_log] == [1, 2]
     assert [r["dev"] for r in res_log] == [r["dev"] for r in ref_log]
+
+
+def test_resume_with_another_config_is_refused(tmp_path, shared_data):
+    from zhner.errors import ZhnerError
+
+    overrides = TINY_TENER + ["train.epochs=1", "data.max_train_sentences=16"]
+    cfg = load_config(resolve_config("tener_resume"), overrides)
+    run = prepare(cfg, log=lambda _: None)
+    model = run.tagger.model
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    state = {"epoch": 0, "batch": 1, "step": 1, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
+    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config)
+    other = load_config(resolve_config("tener_resume"), overrides + ["train.lr=0.5"])
+    with pytest.raises(ZhnerError, match="different config"):
+        train(other, tmp_path, log=lambda _: None)
+    (tmp_path / "checkpoint.pt").write_bytes(b"garbage")
+    with pytest.raises(ZhnerError, match="cannot read this checkpoint"):
+        train(cfg, tmp_path, log=lambda _: None)
 
 
 def test_early_stopping_and_time_budget(tmp_path, shared_data):

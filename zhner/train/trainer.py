@@ -34,7 +34,7 @@ from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import Tagger, build_model
-from zhner.train.config import Config, TrainConfig
+from zhner.train.config import Config, TrainConfig, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -211,7 +211,7 @@ def train(
                 time.sleep(slow_step)
             if state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
-                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state)
+                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         bar.close()
         train_seconds = time.perf_counter() - t0
 
@@ -249,7 +249,7 @@ def train(
         if stop_reason != "completed":
             break
         if state["epoch"] < tc.epochs:
-            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state)
+            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
 
     tagger.metrics = _metrics(config, state, started, stop_reason, dev_label)
     tagger.save_metrics(out_dir)
@@ -273,8 +273,9 @@ def _metrics(config: Config, state: dict, started: float, status: str, dev_label
     }
 
 
-def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict) -> None:
+def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict, config: Config) -> None:
     payload = {
+        "config": dump_config(config),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
@@ -289,6 +290,11 @@ def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict) -> No
 def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
     try:
         payload = torch.load(path, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
+        raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
+    if payload.get("config") != dump_config(config):
+        raise ZhnerError("this run was started with a different config; resume it with the same one, or use another -o", path)
+    try:
         model.load_state_dict(payload["model"])
         optimizer.load_state_dict(payload["optimizer"])
         scheduler.load_state_dict(payload["scheduler"])
