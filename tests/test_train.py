@@ -177,3 +177,20 @@ def test_bilstm_crf_trains(tmp_path, shared_data):
     metrics = train(cfg, tmp_path, log=lambda _: None)
     assert metrics["model"] == "bilstm_crf" and metrics["epochs_run"] == 2
     assert Tagger.load(tmp_path).predict(["我爱北京天安门"])[0] is not None
+
+
+def test_split_long_text_covers_the_text_exactly():
+    import random
+
+    from zhner.tagger import split_long_text
+
+    rng = random.Random(0)
+    for _ in range(300):
+        text = "".join(rng.choice("张三。！？\n，北京大学abc") for _ in range(rng.randint(0, 600)))
+        max_len = rng.randint(5, 80)
+        pieces = split_long_text(text, max_len)
+        assert "".join(chunk for _, chunk in pieces) == text
+        assert all(0 < len(chunk) <= max_len for _, chunk in pieces) or text == ""
+        assert [off for off, _ in pieces] == [sum(len(c) for _, c in pieces[:i]) for i in range(len(pieces))]
+    # pieces end at sentence ends (packed up to max_len) rather than in hard windows
+    assert split_long_text("一二三。四五六。七八九。", 6) == [(0, "一二三。"), (4, "四五六。"), (8, "七八九。")]

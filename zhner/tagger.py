@@ -153,19 +153,17 @@ def split_long_text(text: str, max_len: int) -> list[tuple[int, str]]:
     otherwise in plain windows. Pieces cover the text exactly, so offsets map back without loss."""
     if len(text) <= max_len:
         return [(0, text)]
-    bounds = [m.end() for m in _SENTENCE_END.finditer(text)]
+    cuts = [m.end() for m in _SENTENCE_END.finditer(text) if m.end() < len(text)] + [len(text)]
     pieces: list[tuple[int, str]] = []
-    start = 0
-    cuts = [b for b in bounds if b < len(text)] + [len(text)]
-    piece_start = 0
+    piece_start = last_cut = 0  # the open piece starts at piece_start and can end at last_cut
     for cut in cuts:
-        if cut - piece_start > max_len and start > piece_start:
-            pieces.append((piece_start, text[piece_start:start]))
-            piece_start = start
+        if cut - piece_start > max_len and last_cut > piece_start:
+            pieces.append((piece_start, text[piece_start:last_cut]))
+            piece_start = last_cut
         while cut - piece_start > max_len:  # one sentence longer than max_len: hard windows
             pieces.append((piece_start, text[piece_start : piece_start + max_len]))
             piece_start += max_len
-        start = cut
+        last_cut = cut
     if piece_start < len(text):
         pieces.append((piece_start, text[piece_start:]))
     return pieces
