@@ -194,3 +194,16 @@ def test_split_long_text_covers_the_text_exactly():
         assert [off for off, _ in pieces] == [sum(len(c) for _, c in pieces[:i]) for i in range(len(pieces))]
     # pieces end at sentence ends (packed up to max_len) rather than in hard windows
     assert split_long_text("一二三。四五六。七八九。", 6) == [(0, "一二三。"), (4, "四五六。"), (8, "七八九。")]
+
+
+def test_budget_batches_bound_the_attention_cost():
+    from zhner.data.batching import budget_batches
+
+    lengths = [1475, 10, 581, 50, 50, 300, 2, 581] + [40] * 100
+    batches = budget_batches(lengths, batch_size=64, max_cells=2_000_000)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert batches[0] == [0]  # the 1,475-character sentence alone
+    for b in batches:
+        assert len(b) <= 64
+        longest = max(lengths[i] for i in b)
+        assert len(b) == 1 or len(b) * longest**2 <= 2_000_000

@@ -17,7 +17,7 @@ import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from zhner.data.batching import length_batches
+from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus, Sentence
 from zhner.data.schemes import convert_tags, tags_to_spans
 from zhner.errors import ZhnerError
@@ -32,6 +32,7 @@ from zhner.train.config import Config, config_from_dict, dump_config
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CHUNK = 256  # characters per model call at prediction; longer text is split at sentence ends, then windows
+MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
 _SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
 
 
@@ -109,7 +110,7 @@ class Tagger:
         self.model.eval()
         out: list[list[str] | None] = [None] * len(sentences)
         lengths = [len(s) for s in sentences]
-        for idx in length_batches(lengths, batch_size):
+        for idx in budget_batches(lengths, batch_size, MAX_CELLS):
             todo = [i for i in idx if lengths[i] > 0]
             for i in idx:
                 if lengths[i] == 0:
