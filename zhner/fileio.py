@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from zhner.errors import ZhnerError
+
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
@@ -31,3 +33,16 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 def atomic_write_text(path: str | Path, text: str) -> None:
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+@contextlib.contextmanager
+def reading(path: str | Path, expected: str = "a file") -> Iterator[None]:
+    """Turn the OS errors of opening/reading `path` into one-line user errors naming it."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise ZhnerError("no such file", path) from None
+    except IsADirectoryError:
+        raise ZhnerError(f"is a directory, expected {expected}", path) from None
+    except OSError as exc:
+        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None

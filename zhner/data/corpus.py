@@ -26,7 +26,7 @@ from zhner.data.schemes import (
     validate_tag,
 )
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open
+from zhner.fileio import atomic_open, reading
 
 FORMATS = ("auto", "conll", "weibo", "jsonl")
 
@@ -100,14 +100,8 @@ def read_corpus(
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
+    with reading(path, "a corpus file"):
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ZhnerError("no such file", path) from None
-    except IsADirectoryError:
-        raise ZhnerError("is a directory, expected a corpus file", path) from None
-    except OSError as exc:
-        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:

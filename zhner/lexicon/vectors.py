@@ -29,7 +29,7 @@ import numpy as np
 
 from zhner.data.vocab import EOS, PAD, UNK
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open
+from zhner.fileio import atomic_open, reading
 
 LAC_SPECS = ("lac",)
 _CACHE_FORMAT = 1  # bump when the cache layout changes; older caches are then ignored
@@ -80,15 +80,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     str.splitlines() would treat as line breaks. The trailing "\\r" of CRLF files and a leading BOM are dropped.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as probe:
-            magic = probe.read(6)
-    except FileNotFoundError:
-        raise ZhnerError("no such file", path) from None
-    except IsADirectoryError:
-        raise ZhnerError("is a directory, expected a file", path) from None
-    except OSError as exc:
-        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+    with reading(path), open(path, "rb") as probe:
+        magic = probe.read(6)
     if magic.startswith(b"\x1f\x8b"):
         opener = gzip.open
     elif magic.startswith(b"\xfd7zXZ\x00"):
