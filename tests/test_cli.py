@@ -105,3 +105,15 @@ def test_train_predict_evaluate_cli(tmp_path, shared_data):
     res = zhner("evaluate", out, "resume:dev")
     assert res.returncode == 0, res.stderr
     assert {"strict", "lenient", "per_type", "span_f", "type_acc"} <= set(json.loads(res.stdout))
+
+
+def test_demo_trains_evaluates_and_tags(tmp_path, shared_data):
+    """`make demo` runs `zhner demo`; a tiny budget still trains one full epoch on Resume."""
+    res = zhner("demo", "--minutes", "0.01", "-o", tmp_path / "demo")
+    assert res.returncode == 0, res.stderr
+    assert "test strict P/R/F1" in res.stdout
+    import re
+
+    entity_lines = [ln for ln in res.stdout.splitlines() if re.match(r"^  [A-Z]+ +\[ *\d+, *\d+\)  \S", ln)]
+    assert entity_lines, res.stdout  # at least one entity printed as TYPE [start, end) text
+    assert (tmp_path / "demo" / "model.safetensors").exists()
