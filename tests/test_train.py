@@ -43,6 +43,16 @@ def test_run_directory_is_a_model(trained):
     assert json.loads((out / "metrics.json").read_text())["best_epoch"] == metrics["best_epoch"]
 
 
+def test_a_finished_model_is_not_overwritten_by_accident(trained):
+    from zhner.errors import ZhnerError
+
+    out, _ = trained
+    before = (out / "model.safetensors").read_bytes()
+    with pytest.raises(ZhnerError, match="already holds a trained model"):
+        train(tiny(), out, log=lambda _: None)
+    assert (out / "model.safetensors").read_bytes() == before
+
+
 def test_tagger_roundtrip_and_offsets(trained):
     out, _ = trained
     tagger = Tagger.load(out)

@@ -44,6 +44,7 @@ def train(
     output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="train this many seeds (seed, seed+1, ...), one sub-directory each"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model already in OUTPUT"),
 ) -> None:
     """Train a model; resumes automatically if OUTPUT holds an interrupted run."""
     from zhner.train.config import load_config
@@ -51,14 +52,14 @@ def train(
 
     cfg = load_config(resolve_config(config), set_)
     if seeds == 1:
-        metrics = run_training(cfg, output, log=_echo_err)
+        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
         typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
         return
     results = []
     for k in range(seeds):
         seed = cfg.train.seed + k
         seeded = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
-        results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err))
+        results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err, overwrite=overwrite))
     summary = [_summary(m) for m in results]
     atomic_write_text(output / "seeds.json", json.dumps(summary, indent=2, ensure_ascii=False))
     typer.echo(json.dumps(summary, ensure_ascii=False))

@@ -21,7 +21,7 @@ def run_demo(output: Path, minutes: float) -> None:
     overrides = [f"train.max_minutes={minutes}", "model.layers=1"]
     config = load_config(config_path, overrides)
     typer.echo(f"training TENER on Resume NER for about {minutes:g} minutes -> {output}", err=True)
-    metrics = train(config, output, log=lambda m: typer.echo(m, err=True))
+    metrics = train(config, output, log=lambda m: typer.echo(m, err=True), overwrite=True)  # `make demo` twice just retrains
     test = metrics["test"]
     typer.echo(
         f"\nbest epoch {metrics['best_epoch']}: test strict P/R/F1 = "

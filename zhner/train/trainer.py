@@ -33,7 +33,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
-from zhner.tagger import Tagger, build_model
+from zhner.tagger import WEIGHTS, Tagger, build_model
 from zhner.train.config import Config, TrainConfig, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
@@ -163,9 +163,13 @@ def train(
     out_dir: str | Path,
     progress: bool | None = None,
     log: Callable[[str], None] = print,
+    overwrite: bool = False,
 ) -> dict:
-    """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json)."""
+    """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json).
+    A directory that already holds a finished model is refused unless `overwrite`."""
     out_dir = Path(out_dir)
+    if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
+        raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = prepare(config, log)
     config, tagger, featurizer = run.config, run.tagger, run.featurizer
