@@ -50,13 +50,14 @@ class Tagger:
         self.metrics = metrics or {}
 
     # -- persistence ----------------------------------------------------------------------------------------------
-    def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None) -> None:
-        """Write the model directory (each file atomically). `weights` defaults to the current model state."""
+    def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None, lexicon: bool = True) -> None:
+        """Write the model directory (each file atomically). `weights` defaults to the current model state;
+        `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / CONFIG, dump_config(self.config))
         atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
-        if self.featurizer.lexicon is not None:
+        if lexicon and self.featurizer.lexicon is not None:
             self.featurizer.lexicon.save(directory / LEXICON)
         state = weights if weights is not None else self.model.state_dict()
         # safetensors writes by path: write a temporary file, then rename it over the old one

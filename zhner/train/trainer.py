@@ -196,6 +196,7 @@ def train(
     slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
     started = time.perf_counter() - state["elapsed"]
     stop_reason = "completed"
+    lexicon_saved = False
     while state["epoch"] < tc.epochs:
         epoch = state["epoch"]
         batches = length_batches(lengths, tc.batch_size, shuffle=True, seed=tc.seed * 100_003 + epoch)
@@ -234,7 +235,8 @@ def train(
             state["best"] = {"dev": dev, "test": test}
             record["test"] = headline(test)
             tagger.metrics = _metrics(config, state, started, "running", dev_label)
-            tagger.save(out_dir)
+            tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
+            lexicon_saved = True
         else:
             state["bad_epochs"] += 1
         record["best_epoch"] = state["best_epoch"]
