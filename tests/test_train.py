@@ -217,3 +217,19 @@ def test_budget_batches_bound_the_attention_cost():
         assert len(b) <= 64
         longest = max(lengths[i] for i in b)
         assert len(b) == 1 or len(b) * longest**2 <= 2_000_000
+
+
+def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
+    from collections import Counter
+
+    from zhner.data.vocab import bigrams, normalize_char
+
+    full = prepare(load_config(resolve_config("tener_resume"), TINY_TENER), log=lambda _: None)
+    cut = prepare(load_config(resolve_config("tener_resume"), TINY_TENER + ["embeddings.bigram_min_count=3"]), log=lambda _: None)
+    counts = Counter(
+        b for s in full.splits["train"] for b in bigrams([normalize_char(c, True) for c in s.chars])
+    )
+    expected = {b for b, c in counts.items() if c >= 3}
+    assert set(cut.featurizer.bigrams.to_list()) == expected
+    assert len(full.featurizer.bigrams) > len(cut.featurizer.bigrams) + 100  # dev/test extras and rare bigrams are gone
+    assert cut.tagger.model.embed.bigrams.weight.shape[0] == len(expected) + 2  # + <pad>, <unk>

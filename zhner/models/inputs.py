@@ -47,11 +47,14 @@ class Featurizer:
         normalize_digits: bool,
         known_chars: set[str] | None = None,
         lexicon: Lexicon | None = None,
+        bigram_min_count: int = 1,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
         Tags: every tag of the scheme over the types seen in any split (splits disagree on rare tags).
-        Words (with a lexicon): every lexicon word matched in any split, as FLAT does -- a lexicon carries no labels."""
+        Words (with a lexicon): every lexicon word matched in any split, as FLAT does -- a lexicon carries no labels.
+        `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras): MSRA has 313k bigrams,
+        whose table dominates both the model size and the cost of each (dense) SGD step; rare bigrams map to <unk>."""
         train = splits["train"]
         norm = lambda chars: [normalize_char(c, normalize_digits) for c in chars]  # noqa: E731
         char_counts: Counter = Counter()
@@ -67,7 +70,7 @@ class Featurizer:
                 for sent in corpus:
                     chars = norm(sent.chars)
                     extra_chars.update(c for c in chars if c in known_chars)
-                    if use_bigrams:
+                    if use_bigrams and bigram_min_count <= 1:
                         extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
         types = {split_tag(t)[1] for corpus in splits.values() for s in corpus for t in (s.tags or []) if t != "O"}
         words = None
@@ -79,7 +82,7 @@ class Featurizer:
             words = Vocab.build(word_counts)
         return cls(
             Vocab.build(char_counts, extra=extra_chars),
-            Vocab.build(bigram_counts, extra=extra_bigrams) if use_bigrams else None,
+            Vocab.build(bigram_counts, min_freq=bigram_min_count, extra=extra_bigrams) if use_bigrams else None,
             all_tags(types, train.scheme),
             train.scheme,
             normalize_digits,

@@ -28,6 +28,7 @@ class EmbeddingConfig(_Section):
     normalize_vectors: bool = True  # scale pretrained rows to unit L2 norm (fastNLP's normalize_embed)
     bigrams: bool = True
     compose_bigrams: bool = True  # bigram vectors = mean of their characters' vectors
+    bigram_min_count: int = Field(1, ge=1)  # > 1: only bigrams seen this often in train (smaller, faster table)
     normalize_digits: bool = True  # every digit -> '0' (TENER)
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file
 

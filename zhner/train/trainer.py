@@ -77,6 +77,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         normalize_digits=emb.normalize_digits,
         known_chars=set(vectors.tokens) if vectors is not None else None,
         lexicon=lexicon,
+        bigram_min_count=emb.bigram_min_count,
     )
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
