@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from zhner.nn.crf import CRF
+from zhner.nn.embedding import CharBigramEmbedding
 
 
 class ModelConfig(BaseModel):
@@ -17,6 +18,24 @@ class ModelConfig(BaseModel):
     embed_dropout: float = 0.5
     crf_constraints: bool = True  # forbid transitions the tag scheme does not allow
     crf_init: str = "normal"
+    # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
+    # directory or hub model; training copies its config into `bert_config`, so a saved model loads without it.
+    bert: str | None = None
+    bert_config: dict | None = None
+    bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
+
+
+def char_input(config: ModelConfig, vocab_sizes: dict[str, int]) -> CharBigramEmbedding:
+    """The character input every tagger reads: [char ; bigram (; BERT)] embeddings with dropout."""
+    return CharBigramEmbedding(
+        vocab_sizes["chars"],
+        config.char_dim,
+        vocab_sizes.get("bigrams", 0),
+        config.bigram_dim,
+        config.embed_dropout,
+        config.bert_config,
+        config.bert_trainable,
+    )
 
 
 class SequenceTagger(nn.Module):

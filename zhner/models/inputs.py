@@ -4,6 +4,7 @@ A batch is a dict of tensors: chars [B, L], bigrams [B, L], mask [B, L] (True = 
 With a lexicon (lattice models), the lexicon words matched in each sentence, ordered by (start, end), are added:
 words [B, W] (ids), word_starts [B, W], word_ends [B, W] (inclusive character index of the word's last character),
 word_mask [B, W]. W is at least 1 so that models never meet an empty tensor dimension.
+With a BERT vocabulary (models with BERT features): bert_ids [B, L + 2], [CLS] one token per character [SEP], then padding.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from zhner.data.corpus import Corpus
 from zhner.data.schemes import all_tags, split_tag
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.lexicon.lexicon import Lexicon
+from zhner.nn.bert import CLS, PAD, SEP, UNK, bert_token
 
 
 class Featurizer:
@@ -28,6 +30,7 @@ class Featurizer:
         normalize_digits: bool,
         lexicon: Lexicon | None = None,
         words: Vocab | None = None,
+        bert_vocab: dict[str, int] | None = None,
     ):
         self.chars = chars
         self.lexicon = lexicon
@@ -37,6 +40,7 @@ class Featurizer:
         self.tag_index = {t: i for i, t in enumerate(tags)}
         self.scheme = scheme
         self.normalize_digits = normalize_digits
+        self.bert_index = bert_vocab  # BERT's own vocabulary: token -> id
 
     # -- building -------------------------------------------------------------------------------------------------
     @classmethod
@@ -48,6 +52,7 @@ class Featurizer:
         known_chars: set[str] | None = None,
         lexicon: Lexicon | None = None,
         bigram_min_count: int = 1,
+        bert_vocab: dict[str, int] | None = None,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
@@ -88,6 +93,7 @@ class Featurizer:
             normalize_digits,
             lexicon,
             words,
+            bert_vocab,
         )
 
     def to_dict(self) -> dict:
@@ -98,6 +104,7 @@ class Featurizer:
             "scheme": self.scheme,
             "normalize_digits": self.normalize_digits,
             "words": self.words.to_list() if self.words is not None else None,
+            "bert_vocab": self.bert_index,
         }
 
     @classmethod
@@ -105,7 +112,14 @@ class Featurizer:
         bigram_vocab = Vocab.from_list(d["bigrams"]) if d.get("bigrams") is not None else None
         words = Vocab.from_list(d["words"]) if d.get("words") is not None else None
         return cls(
-            Vocab.from_list(d["chars"]), bigram_vocab, list(d["tags"]), d["scheme"], bool(d["normalize_digits"]), lexicon, words
+            Vocab.from_list(d["chars"]),
+            bigram_vocab,
+            list(d["tags"]),
+            d["scheme"],
+            bool(d["normalize_digits"]),
+            lexicon,
+            words,
+            d.get("bert_vocab"),
         )
 
     def vocab_sizes(self) -> dict[str, int]:
@@ -129,6 +143,9 @@ class Featurizer:
             item["words"] = self.words.encode(w for _, _, w in matches)
             item["word_starts"] = [s for s, _, _ in matches]
             item["word_ends"] = [e - 1 for _, e, _ in matches]
+        if self.bert_index is not None:  # BERT reads the raw characters, not the digit-normalised ones
+            get, unk = self.bert_index.get, self.bert_index[UNK]
+            item["bert_ids"] = [self.bert_index[CLS]] + [get(bert_token(c), unk) for c in chars] + [self.bert_index[SEP]]
         return item
 
     def collate(self, items: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
@@ -151,4 +168,9 @@ class Featurizer:
                     if counts[b]:
                         out[b, : counts[b]] = torch.tensor(it[key], dtype=torch.long)
                 batch[key] = out
+        if "bert_ids" in items[0]:
+            out = torch.full((B, L + 2), self.bert_index[PAD], dtype=torch.long)
+            for b, it in enumerate(items):
+                out[b, : lengths[b] + 2] = torch.tensor(it["bert_ids"], dtype=torch.long)
+            batch["bert_ids"] = out
         return batch

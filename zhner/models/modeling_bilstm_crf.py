@@ -6,8 +6,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from zhner.models.base import ModelConfig, SequenceTagger
-from zhner.nn.embedding import CharBigramEmbedding
+from zhner.models.base import ModelConfig, SequenceTagger, char_input
 
 
 class BiLSTMCRFConfig(ModelConfig):
@@ -21,9 +20,7 @@ class BiLSTMCRF(SequenceTagger):
     def __init__(self, config: BiLSTMCRFConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
         super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
         self.config = config
-        self.embed = CharBigramEmbedding(
-            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
-        )
+        self.embed = char_input(config, vocab_sizes)
         self.lstm = nn.LSTM(
             self.embed.out_dim,
             config.hidden,
@@ -37,7 +34,7 @@ class BiLSTMCRF(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"))  # [B, L, E]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, E]
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)

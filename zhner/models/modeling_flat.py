@@ -20,8 +20,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger
-from zhner.nn.embedding import CharBigramEmbedding
+from zhner.models.base import ModelConfig, SequenceTagger, char_input
 from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
@@ -72,9 +71,7 @@ class FLAT(SequenceTagger):
         self.config = config
         d_model = config.heads * config.head_dim
         word_dim = config.word_dim or config.char_dim
-        self.embed = CharBigramEmbedding(
-            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
-        )
+        self.embed = char_input(config, vocab_sizes)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
@@ -104,7 +101,7 @@ class FLAT(SequenceTagger):
             raise ZhnerError("FLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
         chars, mask = batch["chars"], batch["mask"]  # [B, L]
         B, L = chars.shape
-        x_chars = self.char_proj(self.embed(chars, batch.get("bigrams")))  # [B, L, D]
+        x_chars = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
         x_words = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, W, D]
         positions = torch.arange(L, device=chars.device).expand(B, L)  # a character's head and tail are its index
         heads = torch.cat([positions, batch["word_starts"]], dim=1)  # [B, N]

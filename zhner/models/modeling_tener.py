@@ -10,9 +10,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.models.base import ModelConfig, SequenceTagger, char_input
 from zhner.nn.attention import RelativeSelfAttention
-from zhner.nn.embedding import CharBigramEmbedding
 from zhner.nn.encoder import TransformerLayer
 
 
@@ -32,9 +31,7 @@ class TENER(SequenceTagger):
         super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
         self.config = config
         d_model = config.heads * config.head_dim
-        self.embed = CharBigramEmbedding(
-            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
-        )
+        self.embed = char_input(config, vocab_sizes)
         self.in_proj = nn.Linear(self.embed.out_dim, d_model)
         self.layers = nn.ModuleList(
             TransformerLayer(
@@ -50,7 +47,7 @@ class TENER(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
-        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams")))  # [B, L, D]
+        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
         for layer in self.layers:
             x = layer(x, mask)
         return self.out(self.fc_dropout(x))  # [B, L, T]

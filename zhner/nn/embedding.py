@@ -1,30 +1,49 @@
-"""Character (+ bigram) input embeddings shared by the character-level taggers."""
+"""Character (+ bigram) (+ BERT) input embeddings shared by the character-level taggers."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 from torch import nn
 
+from zhner.nn.bert import BertCharFeatures
+
 
 class CharBigramEmbedding(nn.Module):
-    """[char emb ; bigram emb] with dropout: chars [B, L], bigrams [B, L] -> [B, L, char_dim + bigram_dim]."""
+    """[char emb ; bigram emb (; BERT features)] with dropout: chars [B, L], bigrams [B, L], bert_ids [B, L + 2]
+    -> [B, L, char_dim + bigram_dim (+ BERT hidden)]. BERT is there when `bert_config` is given (FLAT Table 4)."""
 
-    def __init__(self, n_chars: int, char_dim: int, n_bigrams: int, bigram_dim: int, dropout: float):
+    def __init__(
+        self,
+        n_chars: int,
+        char_dim: int,
+        n_bigrams: int,
+        bigram_dim: int,
+        dropout: float,
+        bert_config: dict | None = None,
+        bert_trainable: bool = True,
+    ):
         super().__init__()
         self.chars = nn.Embedding(n_chars, char_dim, padding_idx=0)
         self.bigrams = nn.Embedding(n_bigrams, bigram_dim, padding_idx=0) if bigram_dim else None
+        self.bert = BertCharFeatures(bert_config, bert_trainable) if bert_config else None
         self.dropout = nn.Dropout(dropout)
-        self.out_dim = char_dim + bigram_dim
+        self.out_dim = char_dim + bigram_dim + (self.bert.hidden if self.bert is not None else 0)
 
     def tables(self) -> dict[str, nn.Embedding]:
         """The tables that pretrained vectors can initialise, by vocabulary name."""
         return {"chars": self.chars} | ({"bigrams": self.bigrams} if self.bigrams is not None else {})
 
-    def forward(self, chars: torch.Tensor, bigrams: torch.Tensor | None) -> torch.Tensor:
-        x = self.chars(chars)
+    def forward(
+        self, chars: torch.Tensor, bigrams: torch.Tensor | None, bert_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        parts = [self.chars(chars)]
         if self.bigrams is not None:
-            x = torch.cat([x, self.bigrams(bigrams)], dim=-1)
-        return self.dropout(x)
+            parts.append(self.bigrams(bigrams))
+        if self.bert is not None:
+            if bert_ids is None:
+                raise ValueError("this model reads BERT features: the batch needs bert_ids (a featurizer with a BERT vocabulary)")
+            parts.append(self.bert(bert_ids, (chars != 0).sum(1)))
+        return self.dropout(torch.cat(parts, dim=-1))
 
 
 def load_matrix(embedding: nn.Embedding, matrix: np.ndarray) -> None:

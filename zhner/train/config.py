@@ -36,6 +36,7 @@ class EmbeddingConfig(_Section):
 class TrainConfig(_Section):
     optimizer: Literal["sgd", "adamw"] = "sgd"
     lr: float = Field(1e-3, gt=0)
+    bert_lr: float | None = Field(None, gt=0)  # learning rate of the BERT encoder, when the model has one (default: lr)
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
     batch_size: int = Field(16, ge=1)

@@ -71,6 +71,9 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     if not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
     lexicon = load_lexicon(emb.lexicon) if emb.lexicon else None
+    bert = load_bert(config.model.bert) if config.model.bert else None
+    if bert is not None:
+        config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
     featurizer = Featurizer.build(
         splits,
         use_bigrams=emb.bigrams,
@@ -78,9 +81,14 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         known_chars=set(vectors.tokens) if vectors is not None else None,
         lexicon=lexicon,
         bigram_min_count=emb.bigram_min_count,
+        bert_vocab=bert.vocab if bert is not None else None,
     )
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
+    if bert is not None:
+        model.embed.bert.model.load_state_dict(bert.weights)
+        log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
+            f"{len(bert.vocab)} tokens")
     log(
         f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
@@ -94,6 +102,33 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
 def load_lexicon(spec: str) -> Lexicon:
     """"jieba" (the installed jieba's dictionary) or a word list / word2vec file."""
     return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
+
+
+@dataclass
+class PretrainedBert:
+    config: dict  # BertConfig fields, with the [CLS] / [SEP] / [PAD] ids
+    vocab: dict[str, int]  # token -> id (vocab.txt may repeat a token: the tokenizer keeps its last id)
+    weights: dict[str, torch.Tensor]
+
+
+def load_bert(spec: str) -> PretrainedBert:
+    """A pretrained BERT (local directory or hub name) through transformers: its config, vocabulary and encoder weights."""
+    from zhner.nn.bert import _transformers
+
+    transformers = _transformers()
+    transformers.logging.set_verbosity_error()  # its load report lists the pooler we leave out on purpose
+    transformers.logging.disable_progress_bar()
+    try:
+        tokenizer = transformers.BertTokenizer.from_pretrained(spec)
+        bert = transformers.BertModel.from_pretrained(spec, add_pooling_layer=False)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {first}", "model.bert") from None
+    config = json.loads(bert.config.to_json_string())
+    config.update(
+        cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    return PretrainedBert(config, dict(tokenizer.get_vocab()), bert.state_dict())
 
 
 def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
@@ -140,7 +175,11 @@ def lr_lambda(config: Config, steps_per_epoch: int) -> Callable[[int], float]:
 
 def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
     tc = config.train
-    params = [p for p in model.parameters() if p.requires_grad]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    bert = [p for n, p in named if ".bert." in f".{n}"]
+    params: list = [{"params": [p for n, p in named if ".bert." not in f".{n}"]}]
+    if bert:  # BERT fine-tunes at its own rate (train.bert_lr) when one is set
+        params.append({"params": bert, "lr": tc.bert_lr or tc.lr})
     if tc.optimizer == "sgd":
         return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
