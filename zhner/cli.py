@@ -97,19 +97,21 @@ def evaluate(
 @app.command()
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line ('-' or absent: stdin)"),
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory"),
+    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
-    from zhner.tagger import Tagger
+    from zhner.tagger import Tagger, default_model_dir
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
     if model_dir is None:
-        raise ZhnerError("no model given: pass -m DIR (a trained model directory)")
+        model_dir = default_model_dir()
+    if model_dir is None:
+        raise ZhnerError("no model given and this installation ships no default model: pass -m DIR (a trained model)")
     tagger = Tagger.load(model_dir)
     predict_stream(tagger, input_file, output, fmt, batch_size)
 

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus
+from zhner.data.corpus import Corpus, map_types
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -60,6 +60,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
     splits = load_dataset(config.data.dataset, config.data.data_dir, msra_dev=config.data.msra_dev)
+    if config.data.type_map:
+        splits = {name: map_types(corpus, config.data.type_map) for name, corpus in splits.items()}
     splits = _truncate(splits, config)
     emb = config.embeddings
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
@@ -77,6 +79,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         normalize_digits=emb.normalize_digits,
         known_chars=set(vectors.tokens) if vectors is not None else None,
         lexicon=lexicon,
+        word_vocab=getattr(config.model, "word_embedding", "table") == "table",
     )
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
@@ -84,7 +87,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
-        + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if lexicon is not None else "")
+        + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if featurizer.words is not None else "")
+        + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
     return Run(config, splits, featurizer, Tagger(model, featurizer, config))
