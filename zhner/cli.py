@@ -1,4 +1,4 @@
-"""The `zhner` command: train / evaluate / predict / score / data / bench / demo.
+"""The `zhner` command: train / evaluate / predict / export / score / data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -114,6 +114,31 @@ def predict(
         raise ZhnerError("no model given and this installation ships no default model: pass -m DIR (a trained model)")
     tagger = Tagger.load(model_dir)
     predict_stream(tagger, input_file, output, fmt, batch_size)
+
+
+@app.command("export")
+def export_model(
+    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
+    check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
+) -> None:
+    """Export a model to ONNX (emissions + CRF scores; Viterbi runs in numpy); run it with zhner.export.OnnxTagger."""
+    from zhner.export import ONNX_FILE, OnnxTagger, export_onnx
+    from zhner.tagger import Tagger
+
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError:
+        raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
+    tagger = Tagger.load(model_dir)
+    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
+    if check:
+        from zhner.demo import DEMO_SENTENCES
+
+        if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
+            raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
+    typer.echo(str(path))
 
 
 @app.command()

@@ -133,9 +133,17 @@ class FLAT(SequenceTagger):
         return torch.cat([x_chars, x_words], dim=1), heads, tails, span_mask
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._emissions(batch, traceable=False)
+
+    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same emissions with R of Eq. 8 stored per pair (DensePositions): no data-dependent sizes, so it exports."""
+        return self._emissions(batch, traceable=True)
+
+    def _emissions(self, batch: dict[str, torch.Tensor], traceable: bool) -> torch.Tensor:
         x, heads, tails, span_mask = self.lattice(batch)
         L = batch["chars"].shape[1]
-        positions = self.position(heads, tails, max_distance=L - 1)  # R of Eq. 8, shared by the layers
+        # R of Eq. 8, shared by the layers
+        positions = (self.position.dense if traceable else self.position)(heads, tails, max_distance=L - 1)
         allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
         for n, layer in enumerate(self.layers):
             # the output reads characters only: the last layer computes just their queries (exact, and ~W/N cheaper)
