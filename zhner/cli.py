@@ -53,13 +53,16 @@ def train(
     cfg = load_config(resolve_config(config), set_)
     if seeds == 1:
         metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
-        typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
+        if metrics:  # under torchrun only process 0 has the run's metrics
+            typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
         return
     results = []
     for k in range(seeds):
         seed = cfg.train.seed + k
         seeded = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
         results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err, overwrite=overwrite))
+    if not results[0]:
+        return
     summary = [_summary(m) for m in results]
     atomic_write_text(output / "seeds.json", json.dumps(summary, indent=2, ensure_ascii=False))
     typer.echo(json.dumps(summary, ensure_ascii=False))

@@ -116,6 +116,7 @@ class Tagger:
     def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
         """Tag character sequences (each at most a few hundred characters; see `predict` for long text)."""
         self.model.eval()
+        device = next(self.model.parameters()).device
         out: list[list[str] | None] = [None] * len(sentences)
         lengths = [len(s) for s in sentences]
         for idx in budget_batches(lengths, batch_size, MAX_CELLS):
@@ -126,6 +127,8 @@ class Tagger:
             if not todo:
                 continue
             batch = self.featurizer.collate([self.featurizer.encode(sentences[i]) for i in todo])
+            if device.type != "cpu":
+                batch = {k: v.to(device) for k, v in batch.items()}
             for i, path in zip(todo, self.model.decode(batch)):
                 out[i] = [self.featurizer.tags[t] for t in path]
         return out  # type: ignore[return-value]

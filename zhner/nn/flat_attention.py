@@ -92,7 +92,8 @@ class DensePositions:
 
     def scores(self, qr: torch.Tensor) -> torch.Tensor:
         """qr [B, Q, H, D] . R_ij -> [B, Q, N, H]."""
-        return torch.einsum("bqhd,bqnd->bqnh", qr, self.R[:, : qr.shape[1]])
+        R = self.R[:, : qr.shape[1]]  # [B, Q, N, D]
+        return torch.matmul(qr, R.transpose(-1, -2)).transpose(-1, -2)  # [B, Q, H, N] -> [B, Q, N, H]
 
 
 class SpanPositionEncoding(nn.Module):
