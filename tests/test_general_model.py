@@ -104,3 +104,18 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
     expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"])
     assert [r["entities"] for r in records] == expected
+
+
+def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
+    """`zhner evaluate` of a model trained with data.type_map reads data in the source types (MSRA's NR/NS/NT) too."""
+    from zhner.cli import evaluate
+
+    source, mapped = tmp_path / "nr.bmes", tmp_path / "per.bmes"
+    lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
+    evaluate(general_run, str(source), 64)
+    from_source = json.loads(capsys.readouterr().out)
+    evaluate(general_run, str(mapped), 64)
+    assert from_source == json.loads(capsys.readouterr().out)
+    assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}

@@ -84,7 +84,7 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1),
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
-    from zhner.data.corpus import read_corpus
+    from zhner.data.corpus import map_types, read_corpus
     from zhner.data.registry import DATASETS, load_dataset
     from zhner.tagger import Tagger
 
@@ -94,6 +94,9 @@ def evaluate(
         corpus = load_dataset(name)[split or "test"]
     else:
         corpus = read_corpus(data)
+    type_map = tagger.config.data.type_map
+    if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
+        corpus = map_types(corpus, type_map)
     typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
 
 

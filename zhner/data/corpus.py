@@ -61,6 +61,10 @@ class Corpus:
     def spans(self, strict: bool = True) -> list[list[Span]]:
         return [tags_to_spans(s.tags or [], self.scheme, strict) for s in self.sentences]
 
+    def types(self) -> set[str]:
+        """The entity types of the labelled sentences."""
+        return {split_tag(t)[1] for s in self.sentences for t in (s.tags or []) if t != "O"}
+
     def token_line(self, sent: Sentence, index: int) -> int:
         """The line in the file of token `index` of `sent` (JSONL: the record's line)."""
         return sent.line if sent.meta.get("jsonl") else sent.line + index
