@@ -1,4 +1,4 @@
-"""The `zhner` command: train / evaluate / predict / score / data / bench / demo.
+"""The `zhner` command: train / evaluate / predict / export / score / data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -53,13 +53,16 @@ def train(
     cfg = load_config(resolve_config(config), set_)
     if seeds == 1:
         metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
-        typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
+        if metrics:  # under torchrun only process 0 has the run's metrics
+            typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
         return
     results = []
     for k in range(seeds):
         seed = cfg.train.seed + k
         seeded = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
         results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err, overwrite=overwrite))
+    if not results[0]:
+        return
     summary = [_summary(m) for m in results]
     atomic_write_text(output / "seeds.json", json.dumps(summary, indent=2, ensure_ascii=False))
     typer.echo(json.dumps(summary, ensure_ascii=False))
@@ -81,7 +84,7 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1),
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
-    from zhner.data.corpus import read_corpus
+    from zhner.data.corpus import map_types, read_corpus
     from zhner.data.registry import DATASETS, load_dataset
     from zhner.tagger import Tagger
 
@@ -91,27 +94,57 @@ def evaluate(
         corpus = load_dataset(name)[split or "test"]
     else:
         corpus = read_corpus(data)
+    type_map = tagger.config.data.type_map
+    if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
+        corpus = map_types(corpus, type_map)
     typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
 
 
 @app.command()
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line ('-' or absent: stdin)"),
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory"),
+    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
-    from zhner.tagger import Tagger
+    from zhner.tagger import Tagger, default_model_dir
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
     if model_dir is None:
-        raise ZhnerError("no model given: pass -m DIR (a trained model directory)")
+        model_dir = default_model_dir()
+    if model_dir is None:
+        raise ZhnerError("no model given and this installation ships no default model: pass -m DIR (a trained model)")
     tagger = Tagger.load(model_dir)
     predict_stream(tagger, input_file, output, fmt, batch_size)
+
+
+@app.command("export")
+def export_model(
+    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
+    check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
+) -> None:
+    """Export a model to ONNX (emissions + CRF scores; Viterbi runs in numpy); run it with zhner.export.OnnxTagger."""
+    from zhner.export import ONNX_FILE, OnnxTagger, export_onnx
+    from zhner.tagger import Tagger
+
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError:
+        raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
+    tagger = Tagger.load(model_dir)
+    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
+    if check:
+        from zhner.demo import DEMO_SENTENCES
+
+        if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
+            raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
+    typer.echo(str(path))
 
 
 @app.command()

@@ -1,11 +1,12 @@
-"""`make demo`: train a small TENER on Resume NER for a few minutes, evaluate it, and tag a few sentences."""
+"""`make demo`: train a small TENER on Resume NER for a few minutes, evaluate it, and tag a few sentences; then the same
+sentences with the shipped general model when the package has one."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
 
-from zhner.tagger import Tagger
+from zhner.tagger import Tagger, default_model_dir
 from zhner.train.config import load_config
 from zhner.train.trainer import train
 
@@ -28,9 +29,20 @@ def run_demo(output: Path, minutes: float) -> None:
         f"{test['strict']['p']:.2f} / {test['strict']['r']:.2f} / {test['strict']['f1']:.2f} "
         f"(lenient F1 {test['lenient']['f1']:.2f})\n"
     )
-    tagger = Tagger.load(output)
+    show(Tagger.load(output))
+    typer.echo(f"\nmodel saved in {output}; try: zhner predict -m {output} -  (then type a sentence)")
+    shipped = default_model_dir()
+    if shipped is not None:  # a fresh clone has none until it is trained (configs/flat_general.yaml)
+        tagger = Tagger.load(shipped)
+        f1 = ((tagger.metrics.get("test") or {}).get("strict") or {}).get("f1")
+        score = f", MSRA test F1 {f1:.2f}" if f1 is not None else ""
+        typer.echo(f"\nthe shipped general model (PER/LOC/ORG, FLAT trained on MSRA{score}):")
+        show(tagger)
+        typer.echo("it is the default of: zhner predict -  (no -m)")
+
+
+def show(tagger: Tagger) -> None:
     for text, entities in zip(DEMO_SENTENCES, tagger.predict(DEMO_SENTENCES)):
         typer.echo(text)
         for ent in entities:
             typer.echo(f"  {ent['type']:6s} [{ent['start']:3d}, {ent['end']:3d})  {ent['text']}")
-    typer.echo(f"\nmodel saved in {output}; try: zhner predict -m {output} -  (then type a sentence)")

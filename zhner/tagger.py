@@ -34,6 +34,13 @@ CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.s
 MAX_CHUNK = 256  # characters per model call at prediction; longer text is split at sentence ends, then windows
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
 _SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
+# the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
+DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
+
+
+def default_model_dir() -> Path | None:
+    """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
+    return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
 
 
 def build_model(config: Config, featurizer: Featurizer) -> SequenceTagger:
@@ -80,7 +87,7 @@ class Tagger:
         config = config_from_dict(_read_yaml(directory / CONFIG), str(directory / CONFIG))
         vocab = _read_json(directory / VOCAB)
         lexicon = None
-        if vocab.get("words") is not None:
+        if vocab.get("lexicon", vocab.get("words") is not None):  # older directories: a lattice model has words
             if not (directory / LEXICON).exists():
                 raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
             lexicon = Lexicon.load(directory / LEXICON)
@@ -109,6 +116,7 @@ class Tagger:
     def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
         """Tag character sequences (each at most a few hundred characters; see `predict` for long text)."""
         self.model.eval()
+        device = next(self.model.parameters()).device
         out: list[list[str] | None] = [None] * len(sentences)
         lengths = [len(s) for s in sentences]
         for idx in budget_batches(lengths, batch_size, MAX_CELLS):
@@ -119,6 +127,8 @@ class Tagger:
             if not todo:
                 continue
             batch = self.featurizer.collate([self.featurizer.encode(sentences[i]) for i in todo])
+            if device.type != "cpu":
+                batch = {k: v.to(device) for k, v in batch.items()}
             for i, path in zip(todo, self.model.decode(batch)):
                 out[i] = [self.featurizer.tags[t] for t in path]
         return out  # type: ignore[return-value]

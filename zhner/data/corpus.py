@@ -61,6 +61,10 @@ class Corpus:
     def spans(self, strict: bool = True) -> list[list[Span]]:
         return [tags_to_spans(s.tags or [], self.scheme, strict) for s in self.sentences]
 
+    def types(self) -> set[str]:
+        """The entity types of the labelled sentences."""
+        return {split_tag(t)[1] for s in self.sentences for t in (s.tags or []) if t != "O"}
+
     def token_line(self, sent: Sentence, index: int) -> int:
         """The line in the file of token `index` of `sent` (JSONL: the record's line)."""
         return sent.line if sent.meta.get("jsonl") else sent.line + index
@@ -268,3 +272,27 @@ def sentence_record(sent: Sentence, scheme: str) -> dict:
     text = sent.text
     spans = tags_to_spans(sent.tags or [], scheme, strict=True)
     return {"text": text, "entities": [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in spans]}
+
+
+def map_types(corpus: Corpus, type_map: dict[str, str], field: str = "data.type_map") -> Corpus:
+    """Rename entity types (e.g. MSRA's {"NR": "PER", "NS": "LOC", "NT": "ORG"}); several may map to one.
+    A type of the corpus that the map does not name is an error naming `field` and the first line where it occurs:
+    silently keeping or dropping it would change what the model learns."""
+    sentences = []
+    for sent in corpus.sentences:
+        tags = None
+        if sent.tags is not None:
+            tags = []
+            for i, tag in enumerate(sent.tags):
+                prefix, label = split_tag(tag)
+                if tag == "O":
+                    tags.append(tag)
+                    continue
+                if label not in type_map:
+                    raise ZhnerError(
+                        f"{field}: entity type {label!r} of {corpus.path}:{corpus.token_line(sent, i)} is not mapped "
+                        f"(the map has {', '.join(sorted(type_map)) or 'nothing'})"
+                    )
+                tags.append(f"{prefix}-{type_map[label]}")
+        sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+    return Corpus(sentences, corpus.scheme, corpus.path)

@@ -50,6 +50,11 @@ class SequenceTagger(nn.Module):
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
+    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """`emissions` in a form torch.export can trace (no data-dependent sizes or Python-side loops over data);
+        a model overrides it where its fast path does not trace. Used by zhner.export."""
+        return self.emissions(batch)
+
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
         """Embedding tables the trainer fills from pretrained vectors, keyed by vocabulary ("chars", "bigrams", ...)."""
         return self.embed.tables()

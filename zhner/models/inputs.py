@@ -5,6 +5,8 @@ With a lexicon (lattice models), the lexicon words matched in each sentence, ord
 words [B, W] (ids), word_starts [B, W], word_ends [B, W] (inclusive character index of the word's last character),
 word_mask [B, W]. W is at least 1 so that models never meet an empty tensor dimension.
 With a BERT vocabulary (models with BERT features): bert_ids [B, L + 2], [CLS] one token per character [SEP], then padding.
+Without a word vocabulary (`word_vocab=False`: the model composes word vectors from the characters in `chars`, FLAT's
+`word_embedding: chars`) there is no `words` field and any lexicon word can be matched, seen in training or not.
 """
 from __future__ import annotations
 
@@ -53,11 +55,13 @@ class Featurizer:
         lexicon: Lexicon | None = None,
         bigram_min_count: int = 1,
         bert_vocab: dict[str, int] | None = None,
+        word_vocab: bool = True,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
         Tags: every tag of the scheme over the types seen in any split (splits disagree on rare tags).
-        Words (with a lexicon): every lexicon word matched in any split, as FLAT does -- a lexicon carries no labels.
+        Words (with a lexicon and `word_vocab`): every lexicon word matched in any split, as FLAT does -- a lexicon carries
+        no labels.
         `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras): MSRA has 313k bigrams,
         whose table dominates both the model size and the cost of each (dense) SGD step; rare bigrams map to <unk>."""
         train = splits["train"]
@@ -79,7 +83,7 @@ class Featurizer:
                         extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
         types = {split_tag(t)[1] for corpus in splits.values() for s in corpus for t in (s.tags or []) if t != "O"}
         words = None
-        if lexicon is not None:
+        if lexicon is not None and word_vocab:
             word_counts: Counter = Counter()
             for corpus in splits.values():
                 for sent in corpus:
@@ -105,6 +109,7 @@ class Featurizer:
             "normalize_digits": self.normalize_digits,
             "words": self.words.to_list() if self.words is not None else None,
             "bert_vocab": self.bert_index,
+            "lexicon": self.lexicon is not None,
         }
 
     @classmethod
@@ -140,7 +145,8 @@ class Featurizer:
             item["tags"] = [self.tag_index[t] for t in tags]
         if self.lexicon is not None:
             matches = self.lexicon.match("".join(chars))  # sorted by (start, end)
-            item["words"] = self.words.encode(w for _, _, w in matches)
+            if self.words is not None:
+                item["words"] = self.words.encode(w for _, _, w in matches)
             item["word_starts"] = [s for s, _, _ in matches]
             item["word_ends"] = [e - 1 for _, e, _ in matches]
         if self.bert_index is not None:  # BERT reads the raw characters, not the digit-normalised ones
@@ -158,11 +164,13 @@ class Featurizer:
                 for b, it in enumerate(items):
                     out[b, : lengths[b]] = torch.tensor(it[key], dtype=torch.long)
                 batch[key] = out
-        if "words" in items[0]:
-            counts = [len(it["words"]) for it in items]
+        if "word_starts" in items[0]:
+            counts = [len(it["word_starts"]) for it in items]
             W = max(1, max(counts))
             batch["word_mask"] = torch.arange(W)[None, :] < torch.tensor(counts)[:, None]
             for key in ("words", "word_starts", "word_ends"):
+                if key not in items[0]:
+                    continue
                 out = torch.zeros(B, W, dtype=torch.long)
                 for b, it in enumerate(items):
                     if counts[b]:

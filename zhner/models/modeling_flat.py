@@ -3,6 +3,8 @@ a Transformer encoder with span relative position encoding (Eq. 4-11, see zhner/
 
     chars [B, L] -> [char emb ; bigram emb] -> Linear -> [B, L, D]   heads = tails = 0..L-1
     words [B, W] -> word emb -> Linear      -> [B, W, D]             heads = word_starts, tails = word_ends
+      (word_embedding "chars": a word's vector is the mean of its characters' rows of the char table, so there is no word
+       table and any lexicon word works at prediction time, seen in training or not -- a small model to ship)
     flat = [chars ; words] [B, N = L + W, D], span mask = [mask ; word_mask]
     -> encoder layers -> first L positions -> Linear -> emissions [B, L, T] -> CRF
 
@@ -18,6 +20,7 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, model_validator
 from torch import nn
+from torch.nn import functional as F
 
 from zhner.errors import ZhnerError
 from zhner.models.base import ModelConfig, SequenceTagger, char_input
@@ -52,6 +55,7 @@ class FLATConfig(ModelConfig):
     project_k: bool = True  # False (compat): K is the layer input, not projected
     out_proj: bool = True  # False (compat): no output projection after attention
     word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+    word_embedding: Literal["table", "chars"] = "table"  # chars: mean of the word's character embeddings, no word table
 
     @model_validator(mode="before")
     @classmethod
@@ -66,13 +70,15 @@ class FLATConfig(ModelConfig):
 class FLAT(SequenceTagger):
     def __init__(self, config: FLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
         super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
-        if "words" not in vocab_sizes:
+        if config.word_embedding == "table" and "words" not in vocab_sizes:
             raise ZhnerError("FLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
+        if config.word_embedding == "chars" and config.word_dim not in (None, config.char_dim):
+            raise ZhnerError("model.word_dim: composed word vectors have the char table's width; leave it unset", "config")
         self.config = config
         d_model = config.heads * config.head_dim
         word_dim = config.word_dim or config.char_dim
         self.embed = char_input(config, vocab_sizes)
-        self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
+        self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0) if config.word_embedding == "table" else None
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
         self.word_proj = nn.Linear(word_dim, d_model)
@@ -93,16 +99,30 @@ class FLAT(SequenceTagger):
         self.out = nn.Linear(d_model, num_tags)
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
-        return self.embed.tables() | {"words": self.words}
+        return self.embed.tables() | ({"words": self.words} if self.words is not None else {})
+
+    def word_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, W, word_dim]: rows of the word table, or the mean of each word's character embeddings (word_embedding chars),
+        taken as a difference of prefix sums over the sentence: sum(chars[s..e]) = C[e + 1] - C[s]."""
+        if self.words is not None:
+            return self.words(batch["words"])
+        chars = self.embed.chars(batch["chars"])  # [B, L, C]
+        prefix = F.pad(chars.cumsum(dim=1), (0, 0, 1, 0))  # [B, L + 1, C], prefix[:, i] = sum of chars[:, :i]
+        starts, ends = batch["word_starts"], batch["word_ends"]  # [B, W]
+        width = chars.shape[-1]
+        total = prefix.gather(1, (ends + 1)[..., None].expand(-1, -1, width)) - prefix.gather(
+            1, starts[..., None].expand(-1, -1, width)
+        )  # [B, W, C]
+        return total / (ends - starts + 1)[..., None].to(total.dtype)
 
     def lattice(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The flat lattice of a batch: (x [B, N, D], heads [B, N], tails [B, N], span mask [B, N]), N = L + W."""
-        if "words" not in batch:
+        if "word_starts" not in batch:
             raise ZhnerError("FLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
         chars, mask = batch["chars"], batch["mask"]  # [B, L]
         B, L = chars.shape
         x_chars = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
-        x_words = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, W, D]
+        x_words = self.word_proj(self.word_dropout(self.word_vectors(batch)))  # [B, W, D]
         positions = torch.arange(L, device=chars.device).expand(B, L)  # a character's head and tail are its index
         heads = torch.cat([positions, batch["word_starts"]], dim=1)  # [B, N]
         tails = torch.cat([positions, batch["word_ends"]], dim=1)  # [B, N]
@@ -110,9 +130,17 @@ class FLAT(SequenceTagger):
         return torch.cat([x_chars, x_words], dim=1), heads, tails, span_mask
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._emissions(batch, traceable=False)
+
+    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same emissions with R of Eq. 8 stored per pair (DensePositions): no data-dependent sizes, so it exports."""
+        return self._emissions(batch, traceable=True)
+
+    def _emissions(self, batch: dict[str, torch.Tensor], traceable: bool) -> torch.Tensor:
         x, heads, tails, span_mask = self.lattice(batch)
         L = batch["chars"].shape[1]
-        positions = self.position(heads, tails, max_distance=L - 1)  # R of Eq. 8, shared by the layers
+        # R of Eq. 8, shared by the layers
+        positions = (self.position.dense if traceable else self.position)(heads, tails, max_distance=L - 1)
         allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
         for n, layer in enumerate(self.layers):
             # the output reads characters only: the last layer computes just their queries (exact, and ~W/N cheaper)

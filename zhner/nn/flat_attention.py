@@ -77,6 +77,24 @@ class SpanPositions:
     def dense(self) -> torch.Tensor:
         return F.embedding(self.index, self.table)
 
+    def scores(self, qr: torch.Tensor) -> torch.Tensor:
+        """qr [B, Q, H, D] (queries through W_{k,R}) . R_ij -> [B, Q, N, H]."""
+        return position_scores(qr, self)
+
+
+@dataclass
+class DensePositions:
+    """R of Eq. 8 stored per pair, R [B, N, N, D]: the traceable form (`SpanPositionEncoding.dense`) used for export,
+    whose shapes follow from the input shapes alone, with no data-dependent table size and no custom autograd Function.
+    Memory B N^2 D, so it suits inference on bounded batches, not training on long sentences."""
+
+    R: torch.Tensor
+
+    def scores(self, qr: torch.Tensor) -> torch.Tensor:
+        """qr [B, Q, H, D] . R_ij -> [B, Q, N, H]."""
+        R = self.R[:, : qr.shape[1]]  # [B, Q, N, D]
+        return torch.matmul(qr, R.transpose(-1, -2)).transpose(-1, -2)  # [B, Q, H, N] -> [B, Q, N, H]
+
 
 class SpanPositionEncoding(nn.Module):
     """heads, tails [B, N] -> SpanPositions (R of Eq. 8, d_model wide), computed once per forward, shared by the layers.
@@ -134,6 +152,15 @@ class SpanPositionEncoding(nn.Module):
         table = torch.relu(pre).reshape(-1, self.d_model)  # [(2M+1) * n_l * n_l, D], Eq. 8
         index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + length_id[:, None, :]  # [B, N, N]
         return SpanPositions(table, index)
+
+    def dense(self, heads: torch.Tensor, tails: torch.Tensor, max_distance: int) -> DensePositions:
+        """R of Eq. 8 for every pair, [B, N, N, D]: each kind's distance (all within [-M, M], since heads and tails are
+        character indices in [0, M]) picks its row of W_r^kind p (see `projected_tables`), the rows are summed, then ReLU."""
+        M = max_distance
+        tables = self.projected_tables(M)  # [n, 2M+1, D]
+        dist = span_distances(heads, tails)  # Eq. 4-7, each [B, N, N]
+        pre = sum(F.embedding(dist[kind] + M, tables[k]) for k, kind in enumerate(self.kinds))  # [B, N, N, D]
+        return DensePositions(torch.relu(pre))
 
     def naive(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
         """Eq. 8 as written (concatenate the kinds' sinusoids [B, N, N, n*D], Linear, ReLU): the reference for tests."""
@@ -257,14 +284,14 @@ class FlatRelativeAttention(nn.Module):
         self.scale = self.head_dim**-0.5 if scaled else 1.0
         self.out = nn.Linear(d_model, d_model) if out_proj else None
 
-    def position_scores(self, q: torch.Tensor, positions: SpanPositions) -> torch.Tensor:
+    def position_scores(self, q: torch.Tensor, positions: SpanPositions | DensePositions) -> torch.Tensor:
         """(q_i + v) . W_{k,R} R_ij for every head: q [B, Q, H, d] -> [B, H, Q(query), N(key)]."""
         # W_{k,R} folded into the query: q'_ih = W_{k,R,h}^T (q_ih + v_h), [B, Q, H, D]
         qr = torch.einsum("bqhd,hdD->bqhD", q + self.v, self.w_r)
-        return position_scores(qr, positions).permute(0, 3, 1, 2)
+        return positions.scores(qr).permute(0, 3, 1, 2)
 
     def forward(
-        self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor, num_queries: int | None = None
+        self, x: torch.Tensor, positions: SpanPositions | DensePositions, allowed: torch.Tensor, num_queries: int | None = None
     ) -> torch.Tensor:
         """x [B, N, D] -> [B, Q, D], the outputs of the first Q = num_queries spans (default all N); every span is a key.
         allowed: [B, 1, N] or [B, N, N] (True = query may attend to key), see `span_attention_mask`."""
@@ -302,7 +329,7 @@ class FlatEncoderLayer(nn.Module):
         self.residual = residual
 
     def forward(
-        self, x: torch.Tensor, positions: SpanPositions, allowed: torch.Tensor, num_queries: int | None = None
+        self, x: torch.Tensor, positions: SpanPositions | DensePositions, allowed: torch.Tensor, num_queries: int | None = None
     ) -> torch.Tensor:
         """x [B, N, D] -> [B, Q, D]: only the first Q spans are updated (the last layer needs the characters only)."""
         Q = x.shape[1] if num_queries is None else num_queries

@@ -1,14 +1,17 @@
 """Run configuration: pydantic models loaded from YAML, with `--set a.b=c` overrides and readable errors."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zhner.errors import ZhnerError
 from zhner.models import MODELS
+
+_TYPE_NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 
 class _Section(BaseModel):
@@ -21,6 +24,16 @@ class DataConfig(_Section):
     msra_dev: Literal["heldout", "test"] = "heldout"  # "test" = the papers' test-as-dev, labelled as such in the log
     max_train_sentences: int | None = Field(None, ge=1)  # a prefix of train, for demos and tests
     max_eval_sentences: int | None = Field(None, ge=1)
+    # rename entity types when the dataset is loaded, e.g. {NR: PER, NS: LOC, NT: ORG}; every type of the data must be named
+    type_map: dict[str, str] | None = None
+
+    @field_validator("type_map")
+    @classmethod
+    def _check_type_map(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for source, target in (value or {}).items():
+            if not _TYPE_NAME.fullmatch(source) or not _TYPE_NAME.fullmatch(target):
+                raise ValueError(f"{source!r}: {target!r} is not a mapping between entity type names (letters, digits, _)")
+        return value
 
 
 class EmbeddingConfig(_Section):

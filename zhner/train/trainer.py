@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus
+from zhner.data.corpus import Corpus, map_types
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -34,6 +34,7 @@ from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
+from zhner.train import distributed
 from zhner.train.config import Config, TrainConfig, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
@@ -60,6 +61,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
     splits = load_dataset(config.data.dataset, config.data.data_dir, msra_dev=config.data.msra_dev)
+    if config.data.type_map:
+        splits = {name: map_types(corpus, config.data.type_map) for name, corpus in splits.items()}
     splits = _truncate(splits, config)
     emb = config.embeddings
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
@@ -82,6 +85,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         lexicon=lexicon,
         bigram_min_count=emb.bigram_min_count,
         bert_vocab=bert.vocab if bert is not None else None,
+        word_vocab=getattr(config.model, "word_embedding", "table") == "table",
     )
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
@@ -93,7 +97,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
-        + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if lexicon is not None else "")
+        + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if featurizer.words is not None else "")
+        + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
     return Run(config, splits, featurizer, Tagger(model, featurizer, config))
@@ -185,11 +190,14 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict, tc: TrainConfig) -> torch.Tensor:
-    """One optimiser step on one batch, with the configured gradient clipping; returns the loss."""
+def train_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict, tc: TrainConfig, scale: float = 1.0
+) -> torch.Tensor:
+    """One optimiser step on one batch, with the configured gradient clipping; returns the loss (the batch's mean).
+    `scale` multiplies the loss that is back-propagated (a process's share of a global batch, see train/distributed.py)."""
     loss = model(batch)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (loss * scale if scale != 1.0 else loss).backward()
     if tc.clip_value:
         torch.nn.utils.clip_grad_value_(model.parameters(), tc.clip_value)
     if tc.clip_norm:
@@ -206,14 +214,23 @@ def train(
     overwrite: bool = False,
 ) -> dict:
     """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json).
-    A directory that already holds a finished model is refused unless `overwrite`."""
+    A directory that already holds a finished model is refused unless `overwrite`.
+    Under torchrun (WORLD_SIZE > 1) each process trains on its share of every global batch (train/distributed.py);
+    process 0 alone evaluates, writes the run directory and logs."""
+    ctx = distributed.setup()
+    if not ctx.is_main:
+        log, progress = (lambda _: None), False
     out_dir = Path(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = prepare(config, log)
     config, tagger, featurizer = run.config, run.tagger, run.featurizer
-    model, tc = tagger.model, config.train
+    model, tc = tagger.model.to(ctx.device), config.train
+    if ctx.world > 1:
+        torch.manual_seed(tc.seed * 1000 + ctx.rank)  # each process its own dropout stream
+        log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
+    step_model = distributed.wrap(model, ctx)
 
     train_items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
     lengths = [len(it["chars"]) for it in train_items]
@@ -226,8 +243,9 @@ def train(
     if ckpt_path.exists():
         state = _restore(ckpt_path, model, optimizer, scheduler, config)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
-        _trim_log(out_dir / LOG, state["epoch"])
-    elif (out_dir / LOG).exists():
+        if ctx.is_main:
+            _trim_log(out_dir / LOG, state["epoch"])
+    elif (out_dir / LOG).exists() and ctx.is_main:
         (out_dir / LOG).unlink()  # a fresh run in a used directory starts a fresh log
 
     if progress is None:
@@ -244,21 +262,29 @@ def train(
         loss_sum, n_sent, t0 = 0.0, 0, time.perf_counter()
         bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
         for b in range(state["batch"], len(batches)):
-            batch = featurizer.collate([train_items[i] for i in batches[b]])
-            loss = train_step(model, optimizer, batch, tc)
+            part, scale = distributed.shard(batches[b], ctx)
+            batch = _to(featurizer.collate([train_items[i] for i in part]), ctx.device)
+            loss = train_step(step_model, optimizer, batch, tc, scale)
             scheduler.step()
-            loss_sum += loss.item() * len(batches[b])
-            n_sent += len(batches[b])
+            real = len(part) if scale else 0  # a borrowed sentence (weight 0) does not count
+            loss_sum += loss.item() * real
+            n_sent += real
             state["step"] += 1
             state["batch"] = b + 1
             bar.update(1)
             if slow_step:
                 time.sleep(slow_step)
-            if state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
+            if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
                 _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         bar.close()
         train_seconds = time.perf_counter() - t0
+        loss_sum, n_sent = distributed.sum_over_processes([loss_sum, n_sent], ctx)
+        if not ctx.is_main:  # process 0 evaluates and saves; wait for its decision to go on or stop
+            state.update(epoch=epoch + 1, batch=0)
+            if distributed.agree(False, ctx):
+                break
+            continue
 
         dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
         record = {
@@ -292,15 +318,21 @@ def train(
             stop_reason = "early_stopping"
         elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60:
             stop_reason = "time_budget"
-        if stop_reason != "completed":
-            break
-        if state["epoch"] < tc.epochs:
+        if state["epoch"] < tc.epochs and stop_reason == "completed":
             _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
+        if distributed.agree(stop_reason != "completed", ctx):
+            break
 
+    if not ctx.is_main:
+        return {}
     tagger.metrics = _metrics(config, state, started, stop_reason, dev_label)
     tagger.save_metrics(out_dir)
     ckpt_path.unlink(missing_ok=True)
     return tagger.metrics
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
 def _metrics(config: Config, state: dict, started: float, status: str, dev_label: str) -> dict:

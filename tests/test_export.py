@@ -1,0 +1,115 @@
+"""ONNX export: the traceable emission paths equal the fast ones, numpy Viterbi equals the CRF's, and an exported tiny
+model of each kind gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO
+from zhner.cli import resolve_config
+from zhner.errors import ZhnerError
+from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+from zhner.models.modeling_flat import FLAT, FLATConfig
+from zhner.nn.crf import CRF, allowed_transitions
+from zhner.tagger import Tagger
+from zhner.train.config import load_config
+from zhner.train.trainer import train
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+from zhner.export import OnnxTagger, viterbi  # noqa: E402
+
+
+def test_numpy_viterbi_equals_the_crf():
+    g = torch.Generator().manual_seed(0)
+    tags = ["O", "B-A", "M-A", "E-A", "S-A", "B-B", "M-B", "E-B", "S-B"]
+    crf = CRF(len(tags), constraints=allowed_transitions(tags, "bmes"), init="normal")
+    lengths = [9, 1, 5, 7, 2]
+    emissions = torch.randn(len(lengths), 9, len(tags), generator=g) * 3
+    mask = torch.arange(9)[None] < torch.tensor(lengths)[:, None]
+    expected = crf.decode(emissions, mask)
+    forbid = torch.tensor(-1e4)
+    start = torch.where(crf.start_allowed, crf.start, forbid).detach().numpy()
+    trans = torch.where(crf.trans_allowed, crf.transitions, forbid).detach().numpy()
+    end = torch.where(crf.end_allowed, crf.end, forbid).detach().numpy()
+    assert viterbi(emissions.numpy(), lengths, start, trans, end) == expected
+
+
+def _lattice_batch(B=3, L=9, vocab=30, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([L, 4, 6][:B])
+    mask = torch.arange(L)[None] < lengths[:, None]
+    starts = torch.tensor([[0, 2, 5, 6], [0, 1, 0, 0], [1, 3, 4, 0]])
+    ends = torch.tensor([[1, 4, 8, 7], [1, 3, 0, 0], [2, 5, 5, 0]])
+    word_mask = torch.tensor([[True] * 4, [True, True, False, False], [True, True, True, False]])
+    return {
+        "chars": torch.randint(2, vocab, (B, L), generator=g) * mask, "bigrams": torch.randint(2, vocab, (B, L), generator=g),
+        "mask": mask, "words": torch.randint(2, vocab, (B, 4), generator=g) * word_mask,
+        "word_starts": starts, "word_ends": ends, "word_mask": word_mask,
+    }
+
+
+@pytest.mark.parametrize("fusion", ["ff_two", "ff_four", "head"])
+@pytest.mark.parametrize("words", ["table", "chars"])
+def test_flat_traceable_emissions_equal_the_fast_path(fusion, words):
+    torch.manual_seed(0)
+    cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=5, layers=2, position_fusion=fusion, word_embedding=words,
+                     msm=fusion == "ff_four", mld=fusion == "head")
+    model = FLAT(cfg, {"chars": 30, "bigrams": 30, "words": 30}, num_tags=5).eval()
+    batch = _lattice_batch()
+    with torch.no_grad():
+        assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
+
+
+def test_bilstm_traceable_emissions_equal_the_packed_ones():
+    torch.manual_seed(0)
+    model = BiLSTMCRF(BiLSTMCRFConfig(hidden=8, char_dim=6, bigram_dim=5), {"chars": 30, "bigrams": 30}, num_tags=5).eval()
+    batch = _lattice_batch()
+    mask = batch["mask"]
+    with torch.no_grad():
+        got, expected = model.traceable_emissions(batch), model.emissions(batch)
+    assert torch.allclose(got[mask], expected[mask], atol=1e-5)
+    two = BiLSTMCRF(BiLSTMCRFConfig(hidden=8, layers=2), {"chars": 30, "bigrams": 30}, num_tags=5)
+    with pytest.raises(ZhnerError, match="layers=1"):
+        two.traceable_emissions(batch)
+
+
+TINY = {
+    "tener_resume": ["model.heads=2", "model.head_dim=8", "model.layers=1"],
+    "flat_resume": ["model.heads=2", "model.head_dim=8", "model.word_embedding=chars"],
+    "bilstm_crf_resume": ["model.hidden=16"],
+}
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, shared_data):
+    from zhner.data.registry import load_dataset
+
+    common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
+              "train.optimizer=adamw", "train.lr=0.005"]
+    out = tmp_path / "model"
+    train(load_config(resolve_config(name), TINY[name] + common), out, log=lambda _: None)
+    res = subprocess.run([sys.executable, "-m", "zhner.cli", "export", str(out), "-o", str(tmp_path / "m.onnx"),
+                          "--no-check"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(tmp_path / "m.onnx")
+
+    texts = [s.text for s in load_dataset("resume")["test"].sentences]
+    assert len(texts) == 477
+    expected = Tagger.load(out).predict(texts)
+    got = OnnxTagger.load(out, tmp_path / "m.onnx").predict(texts)
+    assert sum(map(len, expected)) > 300  # a model that tags entities, so that equality means something
+    assert got == expected
+
+
+def test_missing_or_corrupt_onnx_file(tmp_path, shared_data):
+    out = tmp_path / "model"
+    train(load_config(resolve_config("tener_resume"), TINY["tener_resume"] + ["data.max_train_sentences=20",
+          "data.max_eval_sentences=8", "train.epochs=1"]), out, log=lambda _: None)
+    with pytest.raises(ZhnerError, match="no such ONNX file"):
+        OnnxTagger.load(out)
+    (out / "model.onnx").write_bytes(b"not a graph")
+    with pytest.raises(ZhnerError, match="cannot load this ONNX model"):
+        OnnxTagger.load(out)

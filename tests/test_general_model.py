@@ -1,0 +1,121 @@
+"""The shipped general model's plumbing: entity type mapping, FLAT word vectors composed from characters, the size of a
+model directory built from configs/flat_general.yaml, and the default model used by `zhner predict` without -m."""
+import json
+
+import pytest
+import torch
+
+from conftest import REPO
+from zhner import tagger as tagger_module
+from zhner.data.corpus import Corpus, Sentence, map_types
+from zhner.errors import ZhnerError
+from zhner.models.modeling_flat import FLAT, FLATConfig
+from zhner.tagger import Tagger, default_model_dir
+from zhner.train.config import config_from_dict, load_config
+from zhner.train.trainer import prepare, train
+
+GENERAL = REPO / "zhner" / "configs" / "flat_general.yaml"
+TINY = [
+    "model.heads=2",
+    "model.head_dim=8",
+    "data.max_train_sentences=40",
+    "data.max_eval_sentences=8",
+    "train.epochs=1",
+    "train.batch_size=10",
+    "train.lr=0.01",
+]
+LIMIT_BYTES = 20 * 2**20
+
+
+def test_map_types_renames_and_rejects_unmapped_types():
+    corpus = Corpus([Sentence(list("张三在北京"), ["B-NR", "E-NR", "O", "B-NS", "E-NS"], line=3)], "bmes", "x.bmes")
+    mapped = map_types(corpus, {"NR": "PER", "NS": "LOC", "NT": "ORG"})
+    assert mapped.sentences[0].tags == ["B-PER", "E-PER", "O", "B-LOC", "E-LOC"]
+    assert corpus.sentences[0].tags[0] == "B-NR"  # the input is left alone
+    with pytest.raises(ZhnerError, match=r"data.type_map: entity type 'NS' of x.bmes:6 is not mapped"):
+        map_types(corpus, {"NR": "PER"})
+    with pytest.raises(ZhnerError, match="data.type_map"):
+        config_from_dict({"model": {"name": "tener"}, "data": {"type_map": {"NR": "P ER"}}})
+
+
+def test_composed_word_vectors_are_the_mean_of_their_characters():
+    cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=0, word_embedding="chars")
+    model = FLAT(cfg, {"chars": 20}, num_tags=5)
+    assert model.words is None and set(model.pretrained_tables()) == {"chars"}
+    chars = torch.randint(2, 20, (2, 7))
+    starts = torch.tensor([[0, 2, 3], [1, 4, 0]])
+    ends = torch.tensor([[1, 5, 6], [3, 6, 0]])
+    got = model.word_vectors({"chars": chars, "word_starts": starts, "word_ends": ends})
+    table = model.embed.chars.weight
+    for b in range(2):
+        for w in range(3):
+            s, e = int(starts[b, w]), int(ends[b, w])
+            assert torch.allclose(got[b, w], table[chars[b, s : e + 1]].mean(0), atol=1e-6)
+    with pytest.raises(ZhnerError, match="model.word_dim"):
+        FLAT(cfg.model_copy(update={"word_dim": 8}), {"chars": 20}, num_tags=5)
+
+
+@pytest.fixture(scope="module")
+def general_run(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("general")
+    train(load_config(GENERAL, TINY), out, log=lambda _: None)
+    return out
+
+
+def test_general_config_maps_msra_types_and_has_no_word_table(general_run):
+    tagger = Tagger.load(general_run)
+    assert {t[2:] for t in tagger.featurizer.tags if t != "O"} == {"PER", "LOC", "ORG"}
+    assert tagger.featurizer.words is None and tagger.featurizer.bigrams is None
+    assert len(tagger.featurizer.lexicon) > 300_000  # the whole lexicon ships: any of its words is used at prediction
+    batch = tagger.featurizer.collate([tagger.featurizer.encode(list("中国人民银行行长在北京"))])
+    assert "words" not in batch and batch["word_mask"].sum() > 3
+    texts = ["张三毕业于北京大学。", "", "中华人民共和国国务院总理"]
+    (ents, empty, _) = tagger.predict(texts)
+    assert empty == []
+    assert all(texts[0][e["start"] : e["end"]] == e["text"] and e["type"] in {"PER", "LOC", "ORG"} for e in ents)
+
+
+def test_general_model_directory_fits_the_size_limit(general_run):
+    """The directory of the tiny run, plus the largest growth a full run can bring: its character table can hold at most
+    every character with a LAC vector (20,940) plus those seen in training without one; nothing else grows with data."""
+    size = sum(p.stat().st_size for p in general_run.iterdir() if p.name != "log.jsonl")
+    tagger = Tagger.load(general_run)
+    char_dim = tagger.config.model.char_dim
+    worst_chars = 20_940 + 2_000  # LAC's table + a generous number of training characters without a vector
+    growth = (worst_chars - len(tagger.featurizer.chars)) * (char_dim * 4 + 8)  # float32 row + its vocab.json entry
+    assert size + growth < LIMIT_BYTES, (size, growth)
+    weights = (general_run / "model.safetensors").stat().st_size
+    assert weights < 2_000_000  # tiny sizes here; the real model (8 x 20) is about 4 MB (see the report)
+
+
+def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, monkeypatch):
+    from zhner.cli import predict
+
+    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", tmp_path / "absent")
+    assert default_model_dir() is None
+    src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="ships no default model"):
+        predict(str(src), None, dest, "jsonl", 32)
+
+    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", general_run)
+    assert default_model_dir() == general_run
+    predict(str(src), None, dest, "jsonl", 32)
+    records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
+    expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"])
+    assert [r["entities"] for r in records] == expected
+
+
+def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
+    """`zhner evaluate` of a model trained with data.type_map reads data in the source types (MSRA's NR/NS/NT) too."""
+    from zhner.cli import evaluate
+
+    source, mapped = tmp_path / "nr.bmes", tmp_path / "per.bmes"
+    lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
+    evaluate(general_run, str(source), 64)
+    from_source = json.loads(capsys.readouterr().out)
+    evaluate(general_run, str(mapped), 64)
+    assert from_source == json.loads(capsys.readouterr().out)
+    assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
