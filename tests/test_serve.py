@@ -308,3 +308,49 @@ def test_resolve_model_dir(tmp_path, monkeypatch):
         cli.resolve_model_dir(None)
     (tmp_path / "default_model" / "config.yaml").write_text("model: {}\n")
     assert cli.resolve_model_dir(None) == tmp_path / "default_model"
+
+
+# -- zhner predict: batch tagging of files and streams ---------------------------------------------------------------
+def test_chunks_bound_lines_and_characters():
+    from zhner.serve.predict import chunks
+
+    texts = ["ab", "cde", "", "x" * 9, "fg", "h"]
+    groups = list(chunks(iter(texts), max_lines=3, max_chars=6))
+    assert [t for g in groups for t in g] == texts  # order kept, nothing lost
+    assert groups == [["ab", "cde", ""], ["x" * 9], ["fg", "h"]]  # a text over max_chars makes a group of its own
+    assert list(chunks(iter([]), 3, 6)) == []
+
+
+def test_predict_streams_stdin(model_dir):
+    """The first chunk's records come out while stdin is still open: nothing waits for (or holds) the whole input."""
+    import queue
+
+    from zhner.serve.predict import CHUNK_LINES
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "predict", "-m", str(model_dir), "-"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [out.put(line) for line in proc.stdout], daemon=True).start()
+    texts = [f"{i}号张三毕业于北京大学。" * (1 + i % 3) for i in range(CHUNK_LINES + 40)]
+    try:
+        proc.stdin.write("".join(t + "\n" for t in texts[: CHUNK_LINES + 1]).encode())
+        proc.stdin.flush()
+        first = [json.loads(out.get(timeout=60)) for _ in range(CHUNK_LINES)]
+        assert proc.poll() is None  # still reading stdin
+        proc.stdin.write("".join(t + "\n" for t in texts[CHUNK_LINES + 1 :]).encode())
+        proc.stdin.close()
+        assert proc.wait(60) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    rest = []
+    while not out.empty():
+        rest.append(json.loads(out.get()))
+    records = first + rest
+    assert [r["text"] for r in records] == texts  # sorted by length for the model, written back in input order
+    tagger = Tagger.load(model_dir)
+    assert [r["entities"] for r in records[:50]] == tagger.predict(texts[:50])
