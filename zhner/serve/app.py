@@ -138,10 +138,10 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
     except ValidationError as exc:
         first = exc.errors(include_input=False, include_url=False)[0]
         raise RequestError(422, first["msg"], _field_name(first["loc"])) from None
-    for field, text in _named_texts(request):
-        _check_text(text, field, limits)
     if request.texts is not None and len(request.texts) > limits.max_texts:
         raise RequestError(413, f"{len(request.texts)} texts is over the limit of {limits.max_texts}", "texts")
+    for field, text in _named_texts(request):
+        _check_text(text, field, limits)
     return request
 
 
