@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import platform
+import shlex
 import socket
 import statistics
 import subprocess
@@ -198,7 +199,7 @@ def main() -> None:
         server.wait(30)
     report = {
         "benchmark": "load_test",
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": str(args.model),
         "model": health["model"],
         "dataset": health["dataset"],

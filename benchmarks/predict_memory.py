@@ -15,6 +15,7 @@ import argparse
 import itertools
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def main() -> None:
     early = [rss for t, rss in samples if t >= 0.1 * elapsed][:3]
     report = {
         "benchmark": "predict_memory",
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": args.model,
         "input": "pipe of numbered Resume/MSRA test sentences; every 50th line a 3,000-character document",
         "lines": lines_in,

@@ -354,3 +354,15 @@ def test_predict_streams_stdin(model_dir):
     assert [r["text"] for r in records] == texts  # sorted by length for the model, written back in input order
     tagger = Tagger.load(model_dir)
     assert [r["entities"] for r in records[:50]] == tagger.predict(texts[:50])
+
+
+def test_load_test_client_against_the_live_server(server, sentences):
+    """benchmarks/load_test.py's closed-loop client, for one second: no errors, latencies recorded."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from load_test import run_level
+
+    client, _ = server
+    result = asyncio.run(run_level(str(client.base_url).rstrip("/"), 2, 1.0, sentences, os.getpid()))
+    assert result["errors"] == 0 and result["requests"] > 0
+    assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]
+    assert result["rss_mb_every_10s"]
