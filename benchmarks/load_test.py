@@ -134,7 +134,7 @@ async def run_level(url: str, clients: int, seconds: float, sentences: list[str]
     async def sample_rss() -> None:  # every 10 s: growth that levels off is allocator warm-up, steady growth a leak
         while pid is not None and time.perf_counter() < stop_at:
             rss.append(rss_mb(pid))
-            await asyncio.sleep(10)
+            await asyncio.sleep(min(10.0, max(0.0, stop_at - time.perf_counter())))
 
     t0 = time.perf_counter()
     await asyncio.gather(sample_rss(), *(client() for _ in range(clients)))

@@ -282,17 +282,23 @@ def test_serve_command(model_dir):
     assert "Traceback" not in err
 
 
-def run_cli(*args, prelude="pass"):
-    code = f"import sys; {prelude}; from zhner.cli import main; sys.argv = ['zhner', *{list(args)!r}]; main()"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
+    """`zhner ARGS` in this process (a subprocess would spend seconds importing torch): exit code and stderr."""
+    from zhner import cli
+
+    monkeypatch.setattr(sys, "argv", ["zhner", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    return exit_.value.code, capsys.readouterr().err
 
 
-def test_serve_errors_are_one_line(tmp_path):
-    res = run_cli("serve", "-m", str(tmp_path / "none"))
-    assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith("error: ") and "no such model" in res.stderr
-    res = run_cli("serve", "-m", str(tmp_path), prelude="sys.modules['fastapi'] = None")  # fastapi not installed
-    assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "pip install 'zhner[serve]'" in res.stderr
+def test_serve_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path / "none")
+    assert code == 2 and err.strip().startswith("error: ") and "no such model directory" in err
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if fastapi were not installed
+    monkeypatch.delitem(sys.modules, "zhner.serve.app")
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path)
+    assert code == 2 and err.strip() == "error: the HTTP service needs fastapi: pip install 'zhner[serve]'"
 
 
 def test_resolve_model_dir(tmp_path, monkeypatch):
