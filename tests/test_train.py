@@ -217,6 +217,9 @@ def test_budget_batches_bound_the_attention_cost():
         assert len(b) <= 64
         longest = max(lengths[i] for i in b)
         assert len(b) == 1 or len(b) * longest**2 <= 2_000_000
+        assert min(lengths[i] for i in b) >= longest / 2  # little padding: no short sentence rides with a long one
+    assert [lengths[i] for i in batches[-1]] == [2]  # 2 characters would be padded to 40 with the others
+    assert len(budget_batches([40] * 100, batch_size=64, max_cells=2_000_000)) == 2
 
 
 def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):

@@ -1,4 +1,4 @@
-"""The `zhner` command: train / evaluate / predict / export / score / data / bench / demo.
+"""The `zhner` command: train / evaluate / predict / serve / export / score / data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -110,15 +110,11 @@ def predict(
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
-    from zhner.tagger import Tagger, default_model_dir
+    from zhner.tagger import Tagger
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
-    if model_dir is None:
-        model_dir = default_model_dir()
-    if model_dir is None:
-        raise ZhnerError("no model given and this installation ships no default model: pass -m DIR (a trained model)")
-    tagger = Tagger.load(model_dir)
+    tagger = Tagger.load(resolve_model_dir(model_dir))
     predict_stream(tagger, input_file, output, fmt, batch_size)
 
 
@@ -145,6 +141,56 @@ def export_model(
         if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
             raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
     typer.echo(str(path))
+
+
+def resolve_model_dir(model_dir: Path | None) -> Path:
+    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one."""
+    if model_dir is not None:
+        return model_dir
+    from zhner.tagger import default_model_dir
+
+    shipped = default_model_dir()
+    if shipped is None:
+        raise ZhnerError("no model given and this installation ships no default model: pass -m DIR (a trained model)")
+    return shipped
+
+
+@app.command()
+def serve(
+    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
+    port: int = typer.Option(8000, min=0, max=65535),
+    max_body_bytes: int = typer.Option(1_048_576, min=1, help="largest request body (413 above)"),
+    max_text_chars: int = typer.Option(20_000, min=1, help="longest text in characters (413 above)"),
+    max_texts: int = typer.Option(256, min=1, help="most texts per request (413 above)"),
+    batch_texts: int = typer.Option(32, min=1, help="texts of concurrent requests tagged in one model call"),
+    batch_wait_ms: float = typer.Option(2.0, min=0, help="longest wait for more requests before a model call"),
+    max_pending_texts: int = typer.Option(4096, min=1, help="queued texts before requests get 503"),
+    access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
+) -> None:
+    """HTTP service: POST /v1/ner {"text": ...} or {"texts": [...]}; GET /health; OpenAPI at /openapi.json."""
+    try:
+        import uvicorn
+
+        from zhner.serve.app import Limits, create_app
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
+            raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
+        raise
+    from zhner.tagger import Tagger
+
+    path = resolve_model_dir(model_dir)
+    limits = Limits(
+        max_body_bytes=max_body_bytes,
+        max_text_chars=max_text_chars,
+        max_texts=max_texts,
+        batch_texts=batch_texts,
+        batch_wait_ms=batch_wait_ms,
+        max_pending_texts=max_pending_texts,
+    )
+    app_ = create_app(Tagger.load(path), limits)
+    _echo_err(f"serving {path} on http://{host}:{port} (POST /v1/ner, GET /health, docs at /docs)")
+    uvicorn.run(app_, host=host, port=port, access_log=access_log, log_level="info" if access_log else "warning")
 
 
 @app.command()

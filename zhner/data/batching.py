@@ -35,17 +35,21 @@ def length_batches(
     return batches
 
 
-def budget_batches(lengths: Sequence[int], batch_size: int, max_cells: int) -> list[list[int]]:
+def budget_batches(lengths: Sequence[int], batch_size: int, max_cells: int, min_ratio: float = 0.5) -> list[list[int]]:
     """Longest-first batches of at most `batch_size` sentences whose attention-sized cost, sentences x longest length^2,
     stays within `max_cells` (a single sentence always makes a batch). Evaluation on MSRA, whose test set has a
-    1,475-character sentence, would otherwise put 64 such sentences into one [B, H, L, L] tensor."""
+    1,475-character sentence, would otherwise put 64 such sentences into one [B, H, L, L] tensor.
+    A sentence shorter than `min_ratio` x the batch's longest starts a new batch: padding it would cost more than
+    a call of its own (groups of 32 mixed Resume/MSRA sentences: 2.6-3x the sentences per CPU second of no such cut,
+    `benchmarks/batch_padding.py`)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     for i in order:
         if batches:
             batch = batches[-1]
             longest = lengths[batch[0]]
-            if len(batch) < batch_size and (len(batch) + 1) * longest * longest <= max_cells:
+            fits = len(batch) < batch_size and (len(batch) + 1) * longest * longest <= max_cells
+            if fits and lengths[i] >= min_ratio * longest:
                 batch.append(i)
                 continue
         batches.append([i])

@@ -5,7 +5,7 @@ import contextlib
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -15,7 +15,8 @@ from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open
 
-CHUNK_LINES = 512  # lines tagged together; bounds memory on any input size
+CHUNK_LINES = 512  # lines tagged together: sorted by length inside a chunk, so batches carry little padding
+CHUNK_CHARS = 200_000  # ... and at most this many characters, so a chunk of long documents stays small too
 
 
 def _lines(source: str) -> Iterator[tuple[int, str]]:
@@ -60,15 +61,24 @@ def predict_stream(tagger, source: str, output: Path | None, fmt: str = "jsonl",
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
-        chunk: list[str] = []
-        for _, text in _lines(source):
-            chunk.append(text)
-            if len(chunk) == CHUNK_LINES:
-                count += _flush(tagger, chunk, out, fmt, scheme, batch_size, bar)
-                chunk = []
-        if chunk:
+        for chunk in chunks((text for _, text in _lines(source)), CHUNK_LINES, CHUNK_CHARS):
             count += _flush(tagger, chunk, out, fmt, scheme, batch_size, bar)
     return count
+
+
+def chunks(texts: Iterable[str], max_lines: int, max_chars: int) -> Iterator[list[str]]:
+    """Consecutive groups of at most max_lines texts and about max_chars characters (a longer single text is a
+    group of its own). Only one group is in memory at a time, whatever the input size."""
+    chunk: list[str] = []
+    size = 0
+    for text in texts:
+        if chunk and (len(chunk) == max_lines or size + len(text) > max_chars):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(text)
+        size += len(text)
+    if chunk:
+        yield chunk
 
 
 def _stdout() -> IO[str]:

@@ -1,0 +1,226 @@
+"""Load test of `zhner serve` on loopback: requests/s, sentences/s, p50/p99 latency, errors and server memory
+at 1, 8 and 32 concurrent clients.
+
+    python benchmarks/load_test.py -m runs/tener_resume                    # 60 s per level, writes benchmarks/results/load_test.json
+    python benchmarks/load_test.py -m runs/x --seconds 10 --levels 1 8 --output /tmp/lt.json
+
+The server runs as a subprocess (`python -m zhner.cli serve`, one torch thread). Each client is a loop in one asyncio
+process that sends one real test sentence per request ({"text": ...}, Resume and MSRA test sentences in turn) and
+waits for the answer before sending the next: a closed loop, so the load is bounded and latency is honest.
+The server's RSS is read from /proc every 10 s and at the start and end of each level, after a warm-up at the
+highest level; `rss_growth_mb` over a level should stay within the noise (a few MB either way).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import platform
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx  # only to wait for the server to come up
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError("no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (fields 14 and 15 of /proc/PID/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_sentences(limit: int = 2000) -> list[str]:
+    from zhner.data.registry import load_dataset
+
+    resume = [s.text for s in load_dataset("resume")["test"].sentences]
+    msra = [s.text for s in load_dataset("msra")["test"].sentences]
+    mixed = [s for pair in itertools.zip_longest(resume, msra) for s in pair if s]  # alternate the two corpora
+    return mixed[:limit]
+
+
+def start_server(model_dir: str, port: int, extra: list[str]) -> subprocess.Popen:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "zhner.cli", "serve", "-m", model_dir, "--port", str(port), *extra]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {proc.stderr.read()}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).raise_for_status()
+            return proc
+        except httpx.TransportError:
+            if time.time() > deadline:
+                proc.kill()
+                raise SystemExit("server did not start in 120 s")
+            time.sleep(0.3)
+
+
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client over asyncio streams. httpx costs the client several ms of CPU per
+    request, which on 2 shared cores throttles the very server it measures; this costs a fraction of that."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post_json(self, path: str, payload: dict) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        head = f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        self.writer.write(head.encode() + body)
+        status_line, *header_lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in header_lines if ": " in line)
+        data = await self.reader.readexactly(int(headers["content-length"]))
+        if headers.get("connection") == "close":
+            await self.close()
+        return int(status_line.split()[1]), data
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.reader = self.writer = None
+
+
+async def run_level(url: str, clients: int, seconds: float, sentences: list[str], pid: int | None = None) -> dict:
+    host, port = url.removeprefix("http://").split(":")
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    sent_chars = 0
+    counter = itertools.count()
+    stop_at = time.perf_counter() + seconds
+
+    async def client() -> None:
+        nonlocal sent_chars
+        conn = Connection(host, int(port))
+        while time.perf_counter() < stop_at:
+            text = sentences[next(counter) % len(sentences)]
+            t0 = time.perf_counter()
+            try:
+                status, data = await conn.post_json("/v1/ner", {"text": text})
+                ok = status == 200 and json.loads(data)["text"] == text
+                key = None if ok else f"http {status}"
+            except (OSError, asyncio.IncompleteReadError, ValueError, KeyError) as exc:
+                key = type(exc).__name__
+                await conn.close()
+            if key is None:
+                latencies.append(time.perf_counter() - t0)
+                sent_chars += len(text)
+            else:
+                errors[key] = errors.get(key, 0) + 1
+        await conn.close()
+
+    rss: list[float] = []
+
+    async def sample_rss() -> None:  # every 10 s: growth that levels off is allocator warm-up, steady growth a leak
+        while pid is not None and time.perf_counter() < stop_at:
+            rss.append(rss_mb(pid))
+            await asyncio.sleep(min(10.0, max(0.0, stop_at - time.perf_counter())))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(sample_rss(), *(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "requests": n,
+        "errors": sum(errors.values()),
+        "error_kinds": errors,
+        "requests_per_s": round(n / elapsed, 1),
+        "sentences_per_s": round(n / elapsed, 1),  # one sentence per request
+        "chars_per_s": round(sent_chars / elapsed),
+        "rss_mb_every_10s": rss,
+        "latency_ms": {
+            "p50": round(1000 * latencies[n // 2], 2) if n else None,
+            "p99": round(1000 * latencies[min(n - 1, int(n * 0.99))], 2) if n else None,
+            "mean": round(1000 * statistics.fmean(latencies), 2) if n else None,
+            "max": round(1000 * latencies[-1], 2) if n else None,
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-m", "--model", required=True, help="model directory to serve")
+    parser.add_argument("--seconds", type=float, default=60.0, help="duration of each concurrency level")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load at the highest level before measuring")
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "load_test.json"))
+    parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
+    parser.add_argument("--serve-args", default="", help="extra options for zhner serve, e.g. '--batch-wait-ms 5'")
+    args = parser.parse_args()
+
+    sentences = test_sentences()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = start_server(args.model, port, args.serve_args.split())
+    url = f"http://127.0.0.1:{port}"
+    try:
+        health = httpx.get(f"{url}/health").json()
+        rss_loaded = rss_mb(server.pid)
+        # the allocator's warm-up (~35 MB in the first seconds under load, then flat) is not a leak: keep it out of the levels
+        asyncio.run(run_level(url, max(args.levels), args.warmup, sentences))
+        rss_warm = rss_mb(server.pid)
+        levels = []
+        for clients in args.levels:
+            before, cpu_before = rss_mb(server.pid), cpu_seconds(server.pid)
+            result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid))
+            result["rss_mb_start"], result["rss_mb_end"] = before, rss_mb(server.pid)
+            # below 1.0 the server was starved of CPU by other processes (or waited on the clients)
+            result["server_cpu_cores"] = round((cpu_seconds(server.pid) - cpu_before) / result["seconds"], 2)
+            result["rss_growth_mb"] = round(result["rss_mb_end"] - before, 1)
+            levels.append(result)
+            print(json.dumps(result), flush=True)
+        model_calls = httpx.get(f"{url}/health").json()["model_calls"]
+    finally:
+        server.terminate()
+        server.wait(30)
+    report = {
+        "benchmark": "load_test",
+        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "model_dir": str(args.model),
+        "model": health["model"],
+        "dataset": health["dataset"],
+        "limits": health["limits"],
+        "sentences": f"{len(sentences)} test sentences of Resume and MSRA, alternating (mean {statistics.fmean(map(len, sentences)):.1f} chars)",
+        "request": '{"text": one sentence}; closed loop: each client waits for its answer before the next request',
+        "server_rss_mb_model_loaded": rss_loaded,
+        "server_rss_mb_after_warmup": rss_warm,
+        "model_calls_total": model_calls,
+        "levels": levels,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}",
+        "threads": "server: one torch thread (OMP_NUM_THREADS=1); clients: one asyncio process (raw HTTP/1.1 keep-alive) on the same machine",
+        "note": args.note,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    from zhner.fileio import atomic_write_text
+
+    atomic_write_text(args.output, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,375 @@
+"""The HTTP service, tested through a real uvicorn server on loopback with a tiny model trained here."""
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+
+from conftest import REPO, TINY_TENER
+from zhner.cli import resolve_config
+from zhner.data.registry import load_dataset
+from zhner.serve.app import Limits, create_app
+from zhner.serve.batcher import MicroBatcher, Overloaded
+from zhner.tagger import Tagger
+from zhner.train.config import load_config
+from zhner.train.trainer import train
+
+# AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
+FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
+LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20)
+
+
+@contextmanager
+def live_server(app):
+    """uvicorn in a background thread on a free loopback port; yields the base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 20
+    while not server.started:
+        assert thread.is_alive() and time.time() < deadline, "server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("serve_model")
+    config = load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES)
+    train(config, out, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(model_dir):
+    tagger = Tagger.load(model_dir)
+    with live_server(create_app(tagger, LIMITS)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield client, tagger
+
+
+@pytest.fixture(scope="module")
+def sentences(shared_data):
+    return [s.text for s in load_dataset("resume")["test"].sentences[:40]]
+
+
+def check_records(texts, records, tagger):
+    assert [r["text"] for r in records] == texts
+    assert [r["entities"] for r in records] == tagger.predict(texts)  # the service adds nothing and loses nothing
+    for r in records:
+        for e in r["entities"]:
+            assert r["text"][e["start"] : e["end"]] == e["text"] and e["end"] > e["start"]
+
+
+def test_one_text_and_several_texts(server, sentences):
+    client, tagger = server
+    res = client.post("/v1/ner", json={"text": sentences[0]})
+    assert res.status_code == 200 and res.headers["content-type"] == "application/json"
+    check_records([sentences[0]], [res.json()], tagger)
+    records = []
+    for i in range(0, 24, 8):
+        res = client.post("/v1/ner", json={"texts": sentences[i : i + 8]})
+        assert res.status_code == 200, res.text
+        records += res.json()["results"]
+    check_records(sentences[:24], records, tagger)
+    assert sum(len(r["entities"]) for r in records) > 0  # the tiny model finds entities, so offsets are checked
+
+
+def test_offsets_are_code_points(server, sentences):
+    """An astral-plane character (two UTF-16 units) before the entities: a UTF-16 offset would point one too far."""
+    client, tagger = server
+    texts = ["🙂" + s for s in sentences[:8]]
+    res = client.post("/v1/ner", json={"texts": texts})
+    check_records(texts, res.json()["results"], tagger)
+    shifted = [e for r in res.json()["results"] for e in r["entities"] if e["start"] >= 1]
+    assert shifted, "no entity after the emoji: the test would not see an offset bug"
+    # the same request written with \\ud83d\\ude42 escapes (what JSON.stringify-style ASCII encoders send)
+    ascii_body = json.dumps({"texts": texts}, ensure_ascii=True).encode("ascii")
+    again = client.post("/v1/ner", content=ascii_body, headers={"content-type": "application/json"})
+    assert again.json() == res.json()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ufffd张三\ufffd毕业于北京大学",  # replacement characters
+        "ＡＢＣ公司的张三，１９６５年出生",  # full-width Latin and digits
+        "Zhang San（张三）went to 北京大学 in 1999. Привет! مرحبا",  # mixed scripts
+        "👨‍👩‍👧 e\u0301 \u200b\x00 🇨🇳 𠀀𪚥",  # ZWJ sequence, combining mark, zero-width space, NUL, flags, CJK ext. B
+    ],
+)
+def test_unicode_edge_cases(server, text):
+    client, tagger = server
+    res = client.post("/v1/ner", json={"text": text})
+    assert res.status_code == 200, res.text
+    check_records([text], [res.json()], tagger)
+
+
+def test_empty_texts_are_not_errors(server):
+    client, _ = server
+    assert client.post("/v1/ner", json={"text": ""}).json() == {"text": "", "entities": []}
+    assert client.post("/v1/ner", json={"texts": []}).json() == {"results": []}
+    assert client.post("/v1/ner", json={"texts": ["", " "]}).json()["results"] == [
+        {"text": "", "entities": []},
+        {"text": " ", "entities": []},
+    ]
+
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "body,headers,status,field,message",
+    [
+        (b'{"text": "abc"', JSON, 400, "body", "not valid JSON"),
+        (b'{"text": "\xff\xfe"}', JSON, 400, "body", "not valid UTF-8 (byte 0xff"),
+        (b'{"text": "abc"}', {"content-type": "text/plain"}, 415, "content-type", "application/json"),
+        (b'{"text": "abc"}', {}, 415, "content-type", "missing"),
+        (b"[1, 2]", JSON, 422, "body", "dictionary"),
+        (b"", JSON, 400, "body", "not valid JSON"),
+        (b'{"text": 5}', JSON, 422, "text", "valid string"),
+        (b'{"texts": "abc"}', JSON, 422, "texts", "valid list"),
+        (b'{"texts": ["a", null]}', JSON, 422, "texts[1]", "valid string"),
+        (b'{"text": "a", "texts": ["b"]}', JSON, 422, "body", "exactly one"),
+        (b"{}", JSON, 422, "body", "exactly one"),
+        (b'{"text": "a", "lang": "zh"}', JSON, 422, "lang", "not permitted"),
+        (b'{"texts": ["ok", "\\ud800x"]}', JSON, 422, "texts[1]", "lone surrogate U+D800"),
+        (json.dumps({"texts": ["a", "b", "c", "长" * 501]}).encode(), JSON, 413, "texts[3]", "501 characters"),
+        (json.dumps({"text": "长" * 501}).encode(), JSON, 413, "text", "limit of 500"),
+        (json.dumps({"texts": ["a"] * 9}).encode(), JSON, 413, "texts", "9 texts"),
+        (json.dumps({"text": "a" * 30_000}).encode(), JSON, 413, "body", "20000 bytes"),
+    ],
+)
+def test_bad_requests_get_clear_json_errors(server, body, headers, status, field, message):
+    client, _ = server
+    res = client.post("/v1/ner", content=body, headers=headers)
+    assert res.status_code == status, res.text
+    assert res.json()["field"] == field
+    assert message in res.json()["error"]
+
+
+def test_streamed_body_over_the_limit_and_the_worker_survives(server):
+    """A chunked body declares no length: the limit is enforced while reading it."""
+    client, _ = server
+
+    def chunks():
+        for _ in range(30):
+            yield b" " * 1000
+
+    res = client.post("/v1/ner", content=chunks(), headers=JSON)
+    assert res.status_code == 413 and res.json()["field"] == "body"
+    assert client.get("/nope").json() == {"error": "Not Found", "field": None}
+    assert client.get("/v1/ner").status_code == 405
+    assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200  # nothing above hurt the server
+
+
+def test_health_labels_and_openapi(server):
+    client, tagger = server
+    health = client.get("/health").json()
+    types = sorted({t[2:] for t in tagger.featurizer.tags if t != "O"})
+    assert health["status"] == "ok" and health["model"] == "tener" and health["dataset"] == "resume"
+    assert health["labels"] == types and health["limits"]["max_text_chars"] == 500
+    assert health["uptime_s"] > 0
+    time.sleep(0.01)
+    assert client.get("/health").json()["uptime_s"] > health["uptime_s"]
+    labels = client.get("/v1/labels").json()
+    assert labels["labels"] == types and labels["tags"] == tagger.featurizer.tags
+
+    spec = client.get("/openapi.json").json()
+    post = spec["paths"]["/v1/ner"]["post"]
+    assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NERRequest"}
+    assert {"400", "413", "415", "422", "503"} <= set(post["responses"])
+    schemas = spec["components"]["schemas"]
+    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts"}
+    assert set(schemas["Entity"]["required"]) == {"type", "start", "end", "text"}
+    assert set(schemas["ErrorBody"]["properties"]) == {"error", "field"}
+    assert "/health" in spec["paths"] and "/v1/labels" in spec["paths"]
+
+
+def test_concurrent_requests_share_model_calls(server, sentences):
+    """32 clients at once: each gets its own texts' entities back, in fewer model calls than requests."""
+    client, tagger = server
+    calls_before = client.get("/health").json()["model_calls"]
+
+    async def run() -> list[dict]:
+        async with httpx.AsyncClient(base_url=str(client.base_url), timeout=30) as aclient:
+            posts = [aclient.post("/v1/ner", json={"texts": [s]}) for s in sentences[:32]]
+            return [r.json() for r in await asyncio.gather(*posts)]
+
+    results = asyncio.run(run())
+    check_records(sentences[:32], [r["results"][0] for r in results], tagger)
+    calls = client.get("/health").json()["model_calls"] - calls_before
+    assert 1 <= calls < 32
+
+
+def test_micro_batcher_slices_results_and_survives_errors():
+    calls = []
+
+    def predict(texts):
+        calls.append(list(texts))
+        if "boom" in texts:
+            raise ValueError("model failed")
+        return [[{"n": len(t)}] for t in texts]
+
+    async def run():
+        batcher = MicroBatcher(predict, max_texts=8, max_wait_ms=50, max_pending_texts=10)
+        await batcher.start()
+        try:
+            jobs = [batcher.submit(["a" * i, "b" * (i + 10)]) for i in range(3)]
+            results = await asyncio.gather(*jobs)
+            assert results == [[[{"n": i}], [{"n": i + 10}]] for i in range(3)]
+            assert len(calls) == 1 and len(calls[0]) == 6  # three requests, one model call
+            failed = await asyncio.gather(batcher.submit(["boom"]), return_exceptions=True)
+            assert isinstance(failed[0], ValueError)
+            assert await batcher.submit(["xy"]) == [[{"n": 2}]]  # the worker lives on
+            with pytest.raises(Overloaded):
+                await batcher.submit(["x"] * 11)
+            assert batcher.pending_texts == 0
+        finally:
+            await batcher.stop()
+
+    asyncio.run(run())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_command(model_dir):
+    """`zhner serve` as a user starts it: serves, and stops cleanly on Ctrl-C."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port), "--max-texts", "3"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert time.time() < deadline, "zhner serve did not start"
+                time.sleep(0.2)
+        assert health["limits"]["max_texts"] == 3
+        res = httpx.post(f"http://127.0.0.1:{port}/v1/ner", json={"texts": ["张三毕业于北京大学。"] * 4})
+        assert res.status_code == 413 and res.json()["field"] == "texts"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
+    """`zhner ARGS` in this process (a subprocess would spend seconds importing torch): exit code and stderr."""
+    from zhner import cli
+
+    monkeypatch.setattr(sys, "argv", ["zhner", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    return exit_.value.code, capsys.readouterr().err
+
+
+def test_serve_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path / "none")
+    assert code == 2 and err.strip().startswith("error: ") and "no such model directory" in err
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if fastapi were not installed
+    monkeypatch.delitem(sys.modules, "zhner.serve.app")
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path)
+    assert code == 2 and err.strip() == "error: the HTTP service needs fastapi: pip install 'zhner[serve]'"
+
+
+def test_resolve_model_dir(tmp_path, monkeypatch):
+    from zhner import cli
+    from zhner import tagger as tagger_module
+    from zhner.errors import ZhnerError
+
+    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", tmp_path / "default_model")
+    assert cli.resolve_model_dir(tmp_path / "mine") == tmp_path / "mine"
+    with pytest.raises(ZhnerError, match="no model given.*pass -m DIR"):
+        cli.resolve_model_dir(None)
+    (tmp_path / "default_model").mkdir()
+    with pytest.raises(ZhnerError, match="no model given"):  # a directory without weights is not a model
+        cli.resolve_model_dir(None)
+    (tmp_path / "default_model" / "model.safetensors").write_bytes(b"")
+    assert cli.resolve_model_dir(None) == tmp_path / "default_model"
+
+
+# -- zhner predict: batch tagging of files and streams ---------------------------------------------------------------
+def test_chunks_bound_lines_and_characters():
+    from zhner.serve.predict import chunks
+
+    texts = ["ab", "cde", "", "x" * 9, "fg", "h"]
+    groups = list(chunks(iter(texts), max_lines=3, max_chars=6))
+    assert [t for g in groups for t in g] == texts  # order kept, nothing lost
+    assert groups == [["ab", "cde", ""], ["x" * 9], ["fg", "h"]]  # a text over max_chars makes a group of its own
+    assert list(chunks(iter([]), 3, 6)) == []
+
+
+def test_predict_streams_stdin(model_dir):
+    """The first chunk's records come out while stdin is still open: nothing waits for (or holds) the whole input."""
+    import queue
+
+    from zhner.serve.predict import CHUNK_LINES
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "predict", "-m", str(model_dir), "-"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [out.put(line) for line in proc.stdout], daemon=True).start()
+    texts = [f"{i}号张三毕业于北京大学。" * (1 + i % 3) for i in range(CHUNK_LINES + 40)]
+    try:
+        proc.stdin.write("".join(t + "\n" for t in texts[: CHUNK_LINES + 1]).encode())
+        proc.stdin.flush()
+        first = [json.loads(out.get(timeout=60)) for _ in range(CHUNK_LINES)]
+        assert proc.poll() is None  # still reading stdin
+        proc.stdin.write("".join(t + "\n" for t in texts[CHUNK_LINES + 1 :]).encode())
+        proc.stdin.close()
+        assert proc.wait(60) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    rest = []
+    while not out.empty():
+        rest.append(json.loads(out.get()))
+    records = first + rest
+    assert [r["text"] for r in records] == texts  # sorted by length for the model, written back in input order
+    tagger = Tagger.load(model_dir)
+    assert [r["entities"] for r in records[:50]] == tagger.predict(texts[:50])
+
+
+def test_load_test_client_against_the_live_server(server, sentences):
+    """benchmarks/load_test.py's closed-loop client, for one second: no errors, latencies recorded."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from load_test import run_level
+
+    client, _ = server
+    result = asyncio.run(run_level(str(client.base_url).rstrip("/"), 2, 1.0, sentences, os.getpid()))
+    assert result["errors"] == 0 and result["requests"] > 0
+    assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]
+    assert result["rss_mb_every_10s"]

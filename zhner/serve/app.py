@@ -1,0 +1,260 @@
+"""The HTTP service: `POST /v1/ner`, `GET /health`, `GET /v1/labels`, OpenAPI at /openapi.json (docs at /docs).
+
+    app = create_app(Tagger.load("runs/tener_resume"), Limits(max_text_chars=20_000))
+    uvicorn.run(app, host="127.0.0.1", port=8000)
+
+The body is read and parsed here rather than by FastAPI, so that every bad request -- too large, not JSON, not UTF-8,
+wrong content type, wrong field types, lone surrogates -- gets the same JSON error `{"error": "...", "field": "..."}`
+with a fitting status (400, 413, 415, 422), and no request can crash the worker. Offsets are code points, as in
+`zhner predict` (Python string indices: an emoji counts as one character, not two UTF-16 units).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from zhner import __version__
+from zhner.data.schemes import split_tag
+from zhner.serve.batcher import MicroBatcher, Overloaded
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Limits(BaseModel):
+    """What one request may carry. Longer texts are fine for the model (they are split at sentence ends); the limits
+    bound the time and memory one request can take."""
+
+    max_body_bytes: int = Field(1_048_576, gt=0, description="largest request body, in bytes")
+    max_text_chars: int = Field(20_000, gt=0, description="longest text, in characters (code points)")
+    max_texts: int = Field(256, gt=0, description="most texts in one request")
+    batch_texts: int = Field(32, gt=0, description="texts the micro-batcher gathers into one model call")
+    batch_wait_ms: float = Field(2.0, ge=0, description="longest wait for more requests before a model call")
+    max_pending_texts: int = Field(4096, gt=0, description="texts waiting for the model before requests get 503")
+
+
+# -- request and response bodies ------------------------------------------------------------------------------------
+class NERRequest(BaseModel):
+    """Exactly one of `text` (one document) or `texts` (a list of documents)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "张三毕业于北京大学。"}]})
+    text: StrictStr | None = Field(None, description="one text; the response is one record")
+    texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "NERRequest":
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'text' or 'texts'")
+        return self
+
+
+class Entity(BaseModel):
+    type: str = Field(description="entity type, e.g. PER")
+    start: int = Field(description="offset of the first character, in code points")
+    end: int = Field(description="offset after the last character (exclusive), in code points")
+    text: str = Field(description="the entity's characters: text[start:end]")
+
+
+class Record(BaseModel):
+    text: str
+    entities: list[Entity]
+
+
+class Records(BaseModel):
+    results: list[Record]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="what is wrong, in one line")
+    field: str | None = Field(None, description="the request field at fault, e.g. texts[3]")
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    model: str = Field(description="model architecture, e.g. tener")
+    dataset: str = Field(description="the dataset it was trained on")
+    labels: list[str] = Field(description="entity types it predicts")
+    uptime_s: float
+    model_calls: int = Field(description="batched model calls since start")
+    pending_texts: int = Field(description="texts waiting for the model now")
+    limits: Limits
+
+
+class Labels(BaseModel):
+    labels: list[str]
+    tags: list[str]
+    scheme: str
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, error: str, field: str | None = None):
+        self.status, self.error, self.field = status, error, field
+
+
+def _error(status: int, error: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "field": field}, status_code=status, headers=headers)
+
+
+# -- parsing ----------------------------------------------------------------------------------------------------------
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit` bytes (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"body of {declared} bytes is over the limit of {limit} bytes", "body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"body is over the limit of {limit} bytes", "body")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERRequest:
+    """Bytes -> a validated request, or a RequestError naming the field at fault."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise RequestError(415, f"content type must be application/json, not {media or 'missing'!r}", "content-type")
+    try:
+        decoded = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(400, f"body is not valid UTF-8 (byte {body[exc.start]:#04x} at offset {exc.start})", "body") from None
+    try:
+        payload = json.loads(decoded)
+    except json.JSONDecodeError as exc:
+        raise RequestError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "body") from None
+    try:
+        request = NERRequest.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        raise RequestError(422, first["msg"], _field_name(first["loc"])) from None
+    if request.texts is not None and len(request.texts) > limits.max_texts:
+        raise RequestError(413, f"{len(request.texts)} texts is over the limit of {limits.max_texts}", "texts")
+    for field, text in _named_texts(request):
+        _check_text(text, field, limits)
+    return request
+
+
+def _field_name(loc: tuple) -> str:
+    """('texts', 3) -> 'texts[3]'; () -> 'body' (the payload as a whole is wrong)."""
+    name = ""
+    for part in loc:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "body"
+
+
+def _named_texts(request: NERRequest) -> list[tuple[str, str]]:
+    if request.text is not None:
+        return [("text", request.text)]
+    return [(f"texts[{i}]", t) for i, t in enumerate(request.texts or [])]
+
+
+def _check_text(text: str, field: str, limits: Limits) -> None:
+    if len(text) > limits.max_text_chars:
+        raise RequestError(413, f"text of {len(text)} characters is over the limit of {limits.max_text_chars}", field)
+    # JSON allows "\ud800" escapes, but such a string cannot be written back as UTF-8
+    bad = _SURROGATE.search(text)
+    if bad:
+        raise RequestError(422, f"lone surrogate U+{ord(bad.group()):04X} at character {bad.start()} (not a Unicode character)", field)
+
+
+# -- the app --------------------------------------------------------------------------------------------------------
+def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
+    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `predict`/`featurizer`/`config`)."""
+    limits = limits or Limits()
+    batcher = MicroBatcher(
+        lambda texts: tagger.predict(texts, limits.batch_texts), limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts
+    )
+    started = time.monotonic()
+    tags = list(tagger.featurizer.tags)
+    labels = sorted({split_tag(t)[1] for t in tags if t != "O"})
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition.")
+    app.state.batcher = batcher
+    app.state.limits = limits
+    errors = {code: {"model": ErrorBody} for code in (400, 413, 415, 422, 503)}
+
+    @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
+    async def ner(request: Request):
+        """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
+        try:
+            parsed = parse_request(await read_body(request, limits.max_body_bytes), request.headers.get("content-type"), limits)
+            texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
+            entities = await batcher.submit(texts)
+        except RequestError as exc:
+            return _error(exc.status, exc.error, exc.field)
+        except Overloaded as exc:
+            return _error(503, f"server busy: {exc}", None, {"Retry-After": "1"})
+        records = [{"text": t, "entities": e} for t, e in zip(texts, entities)]
+        return JSONResponse(records[0] if parsed.text is not None else {"results": records})
+
+    @app.get("/health", response_model=Health)
+    async def health() -> dict:
+        """Liveness and what is being served."""
+        return {
+            "status": "ok",
+            "version": __version__,
+            "model": tagger.config.model.name,
+            "dataset": tagger.config.data.dataset,
+            "labels": labels,
+            "uptime_s": round(time.monotonic() - started, 3),
+            "model_calls": batcher.model_calls,
+            "pending_texts": batcher.pending_texts,
+            "limits": limits,
+        }
+
+    @app.get("/v1/labels", response_model=Labels)
+    async def get_labels() -> dict:
+        """Entity types, and the tag set and scheme the model decodes with."""
+        return {"labels": labels, "tags": tags, "scheme": tagger.featurizer.scheme}
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:  # 404, 405 in our error shape
+        return _error(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        return _error(422, str(first.get("msg")), _field_name(tuple(first.get("loc", ()))))
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+    def openapi() -> dict:
+        # the request body is parsed by hand (see the module docstring), so its schema is added here
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            spec.setdefault("components", {}).setdefault("schemas", {})["NERRequest"] = NERRequest.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _request_body_spec() -> dict:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NERRequest"}}},
+        }
+    }
