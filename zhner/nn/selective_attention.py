@@ -17,11 +17,15 @@ Choices the paper leaves open (DESIGN.md: ATSSA has no released code):
   uses the 0/1 sample, the backward the soft one). With classes (1: keep, 0: drop) and logits log b, log(1 - b), the
   soft "keep" weight of Eq. 17 is sigmoid((log b - log(1 - b) + g_1 - g_0) / tau) and log b - log(1 - b) is exactly
   alpha (A - T~): computing it in that form never takes log(0) when alpha is large.
+- The top-k keys are always kept in training too ("force the model to keep at least k keys", Sec. 4.1): Eq. 8 alone only
+  gives them b >= 1/2, and a Bernoulli sample that drops a row's best keys makes the straight-through gradient of Eq. 12
+  explode (d w / d z_j = exp(A_j) / sum_kept exp(A), unbounded when the kept keys score far below a dropped one; measured:
+  1e29 after two SGD steps on Resume). Keeping the row's best key bounds it by 1. Without the floor (-topk) this guard is
+  gone, as in the paper, and gradient clipping is what keeps training alive.
 - Inference is deterministic: z_ij = [A_ij >= T~_i].
 - Eq. 12's masked softmax is written as w_ij = z_ij exp(A_ij - m_i) / sum_j z_ij exp(A_ij - m_i) (m_i: the row's largest
   real score): identical for 0/1 z, and differentiable in z, which the straight-through estimator needs. A row that keeps
-  no key gets all-zero weights instead of NaNs (the query reads nothing): at inference this happens only without the
-  top-k floor (ablation -topk); in training the Bernoulli sample may drop even the top-k keys (Eq. 8 makes them likely).
+  no key gets all-zero weights instead of NaNs (the query reads nothing): this happens only without the top-k floor.
 - ||z||_1 / L is taken per sentence (z summed over heads, real queries and keys, divided by the number of real queries L),
   then averaged over the batch like the NLL.
 """
@@ -79,11 +83,13 @@ class SelectiveAttention(nn.Module):
         allowed = allowed[:, None]  # [B, 1, 1|Q, K]
         real = scores.masked_fill(~allowed, float("-inf"))
         threshold = self.thresholds(x, allowed[:, 0], Q)  # [B, H, Q]
+        forced = None
         if self.topk:  # Eq. 8, over real keys only; fewer than k real keys: the row's smallest real score (keep all)
             kth = real.topk(min(self.topk, K), dim=-1).values[..., -1]  # [B, H, Q]
             smallest = scores.masked_fill(~allowed, float("inf")).amin(-1)  # [B, H, Q]
             kth = torch.where(torch.isinf(kth), smallest, kth)
             threshold = torch.minimum(kth, threshold)
+            forced = (scores >= kth[..., None]) & allowed  # the top-k keys of each row, [B, H, Q, K]
         margin = (scores - threshold[..., None]).masked_fill(~allowed, 0.0)  # A_ij - T~_i, finite everywhere
         if self.training:
             u = torch.rand(2, *margin.shape, dtype=margin.dtype, device=margin.device).clamp_(1e-10, 1.0 - 1e-7)
@@ -91,6 +97,8 @@ class SelectiveAttention(nn.Module):
             soft = torch.sigmoid((self.alpha * margin + g[0] - g[1]) / self.tau)  # Eq. 9 + 17, class "keep"
             hard = (soft >= 0.5).to(soft.dtype)  # Eq. 16's argmax
             z = hard + soft - soft.detach()  # straight-through
+            if forced is not None:  # the top-k keys are kept, not just likely (see the module docstring)
+                z = torch.where(forced, torch.ones_like(z), z)
         else:
             z = (margin >= 0).to(scores.dtype)
         z = z * allowed  # masked keys are never selected
