@@ -39,13 +39,19 @@ from torch import nn
 
 @dataclass
 class Selection:
-    """What one selective attention call produced: weights and z [B, H, Q, K], threshold T~ [B, H, Q], l1 [B] (Eq. 19's
-    ||z||_1 / L per sentence, before lambda)."""
+    """What one selective attention call produced: weights and z [B, H, Q, K] (z: bool at inference; in training float
+    0/1 carrying the straight-through gradient), threshold T~ [B, H, Q], query_mask [B, Q]."""
 
     weights: torch.Tensor
     z: torch.Tensor
     threshold: torch.Tensor
-    l1: torch.Tensor
+    query_mask: torch.Tensor
+
+    @property
+    def l1(self) -> torch.Tensor:
+        """Eq. 19's ||z||_1 / L per sentence, before lambda: [B] (computed on demand: inference does not need it)."""
+        qm = self.query_mask.to(self.weights.dtype)  # [B, Q]
+        return (self.z.sum((1, 3)) * qm).sum(-1) / qm.sum(-1).clamp_min(1.0)
 
 
 class SelectiveAttention(nn.Module):
@@ -79,33 +85,56 @@ class SelectiveAttention(nn.Module):
         """scores [B, H, Q, K] (raw, before any masking), x [B, K, D] (the layer input; its first Q rows are the queries),
         allowed [B, 1|Q, K] (True = the query may attend to the key), query_mask [B, Q] (True = a real query)
         -> attention weights [B, H, Q, K]; the full Selection is kept in `self.last`."""
-        B, H, Q, K = scores.shape
+        Q = scores.shape[2]
         allowed = allowed[:, None]  # [B, 1, 1|Q, K]
-        real = scores.masked_fill(~allowed, float("-inf"))
-        threshold = self.thresholds(x, allowed[:, 0], Q)  # [B, H, Q]
-        forced = None
-        if self.topk:  # Eq. 8, over real keys only; fewer than k real keys: the row's smallest real score (keep all)
-            kth = real.topk(min(self.topk, K), dim=-1).values[..., -1]  # [B, H, Q]
-            smallest = scores.masked_fill(~allowed, float("inf")).amin(-1)  # [B, H, Q]
-            kth = torch.where(torch.isinf(kth), smallest, kth)
-            threshold = torch.minimum(kth, threshold)
-            forced = (scores >= kth[..., None]) & allowed  # the top-k keys of each row, [B, H, Q, K]
-        margin = (scores - threshold[..., None]).masked_fill(~allowed, 0.0)  # A_ij - T~_i, finite everywhere
+        real = scores.masked_fill(~allowed, float("-inf"))  # [B, H, Q, K]
+        threshold = self.thresholds(x, allowed[:, 0], Q)  # T, [B, H, Q]
         if self.training:
-            u = torch.rand(2, *margin.shape, dtype=margin.dtype, device=margin.device).clamp_(1e-10, 1.0 - 1e-7)
-            g = -torch.log(-torch.log(u))  # two Gumbel(0, 1) samples per pair, Eq. 17's g_1, g_0
-            soft = torch.sigmoid((self.alpha * margin + g[0] - g[1]) / self.tau)  # Eq. 9 + 17, class "keep"
-            hard = (soft >= 0.5).to(soft.dtype)  # Eq. 16's argmax
-            z = hard + soft - soft.detach()  # straight-through
-            if forced is not None:  # the top-k keys are kept, not just likely (see the module docstring)
-                z = torch.where(forced, torch.ones_like(z), z)
+            weights, z, threshold = self._sample(scores, real, allowed, threshold)
         else:
-            z = (margin >= 0).to(scores.dtype)
+            weights, z, threshold = self._select(real, threshold)
+        self.last = Selection(weights, z, threshold, query_mask)
+        return weights
+
+    def _kth(self, real: torch.Tensor) -> torch.Tensor:
+        """topk_i of Eq. 8 over real keys: real [..., K] (masked keys -inf) -> [...]. A row with fewer than k real keys
+        gets the lowest finite float, below every real score and above the masked keys: it keeps all its real keys."""
+        kth = real.topk(min(self.topk, real.shape[-1]), dim=-1).values[..., -1]
+        return kth.clamp_min(torch.finfo(real.dtype).min)
+
+    def _select(self, real: torch.Tensor, threshold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Inference: z = [A >= T~] and a masked softmax (Eq. 8, 11-12), in as few passes over [B, H, Q, K] as we can:
+        a row with at least k keys >= T has topk_i >= T_i, so T~_i = T_i; only the other rows need their k-th score."""
+        keep = real >= threshold[..., None]  # z of Eq. 8-9 with T~ = T; masked keys are -inf: never kept
+        if self.topk:
+            short = keep.sum(-1) < self.topk  # rows where T~_i = topk_i < T_i, [B, H, Q]
+            if short.any():
+                threshold = threshold.masked_scatter(short, self._kth(real[short]))
+                keep = real >= threshold[..., None]
+        weights = torch.softmax(real.masked_fill(~keep, float("-inf")), dim=-1)  # Eq. 11-12
+        if not self.topk:  # without the floor a row can keep nothing: it reads nothing (its softmax is NaN)
+            weights = weights.nan_to_num(0.0)
+        return weights, keep, threshold
+
+    def _sample(
+        self, scores: torch.Tensor, real: torch.Tensor, allowed: torch.Tensor, threshold: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Training: z from the Gumbel-softmax of Eq. 9 and 17 with a straight-through hard sample; the top-k keys kept."""
+        forced = None
+        if self.topk:
+            kth = self._kth(real)  # [B, H, Q]
+            threshold = torch.minimum(kth, threshold)  # Eq. 8
+            forced = real >= kth[..., None]  # the top-k keys of each row
+        margin = (scores - threshold[..., None]).masked_fill(~allowed, 0.0)  # A_ij - T~_i, finite for real keys
+        u = torch.rand(2, *margin.shape, dtype=margin.dtype, device=margin.device).clamp_(1e-10, 1.0 - 1e-7)
+        g = -torch.log(-torch.log(u))  # two Gumbel(0, 1) samples per pair, Eq. 17's g_1, g_0
+        soft = torch.sigmoid((self.alpha * margin + g[0] - g[1]) / self.tau)  # Eq. 9 + 17, class "keep"
+        hard = (soft >= 0.5).to(soft.dtype)  # Eq. 16's argmax
+        z = hard + soft - soft.detach()  # straight-through
+        if forced is not None:  # the top-k keys are kept, not just likely (see the module docstring)
+            z = torch.where(forced, torch.ones_like(z), z)
         z = z * allowed  # masked keys are never selected
         row_max = real.amax(-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).min)  # m_i, [B, H, Q, 1]
-        e = torch.exp((scores - row_max).masked_fill(~allowed, float("-inf"))) * z  # masked keys: exp(-inf) = 0
-        weights = e / e.sum(-1, keepdim=True).clamp_min(1e-30)  # Eq. 11-12
-        qm = query_mask.to(z.dtype)  # [B, Q]
-        l1 = (z.sum((1, 3)) * qm).sum(-1) / qm.sum(-1).clamp_min(1.0)  # ||z||_1 / L per sentence, [B]
-        self.last = Selection(weights, z, threshold, l1)
-        return weights
+        e = torch.exp(real - row_max) * z  # masked keys: exp(-inf) = 0
+        weights = e / e.sum(-1, keepdim=True).clamp_min(1e-30)  # Eq. 11-12, differentiable in z
+        return weights, z, threshold
