@@ -10,6 +10,7 @@ same config is read back instead of being trained again (a finished run with ano
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,13 +18,21 @@ import yaml
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
-from zhner.evaluate.significance import describe
 from zhner.fileio import atomic_write_text
 from zhner.tagger import METRICS, WEIGHTS
 from zhner.train.config import Config, apply_overrides, config_from_dict, parse_override
 from zhner.train.trainer import CHECKPOINT, train
 
 _DERIVED = ("char_dim", "bigram_dim")  # set by the trainer from the vectors: a saved config differs there by design
+
+
+def _mean_std(values: list[float]) -> dict:
+    """{n, mean, std} (sample std; None for fewer than two values), as zhner.evaluate.significance.describe."""
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values) if values else None,
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+    }
 
 
 def run_summary(metrics: dict) -> dict:
@@ -106,7 +115,7 @@ def sweep(
         else:
             summaries = train_seeds(config, out / name, seeds, log, overwrite)
         f1 = {
-            metric: describe([s[split][field] for s in summaries if s[split]])
+            metric: _mean_std([s[split][field] for s in summaries if s[split]])
             for metric, split, field in (("test.f1_strict", "test", "f1_strict"), ("dev.f1_strict", "dev", "f1_strict"))
         }
         result["runs"].append({"value": value, "dir": name, "summaries": summaries} | f1)
