@@ -1,4 +1,4 @@
-"""ATSSA (Hu et al., COLING 2022, "Adaptive Threshold Selective Self-Attention for Chinese NER"), non-BERT version:
+"""ATSSA (COLING 2022, "Adaptive Threshold Selective Self-Attention for Chinese NER"), non-BERT version:
 
     chars [B, L] -> [char emb ; bigram emb] (dropout)                        x_i
     words [B, W] -> word emb (dropout) -> word-fusion layer (Eq. 13-15)      x^w_i  (zhner/nn/word_fusion.py)

@@ -1,4 +1,4 @@
-"""ATSSA's word-fusion layer (Hu et al., COLING 2022, Sec. 4.2, Eq. 13-15): each character attends to the lexicon words
+"""ATSSA's word-fusion layer (COLING 2022, Sec. 4.2, Eq. 13-15): each character attends to the lexicon words
 that contain it, with relative positions from the character to the word's head and tail.
 
     S(x_i)   = {w_jk in D : j <= i <= k}                                   Eq. 13 (the words containing character i)
