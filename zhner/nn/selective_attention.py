@@ -1,4 +1,4 @@
-"""Adaptive-threshold selective self-attention (ATSSA; Hu et al., COLING 2022, Sec. 4.1 and 4.3, Eq. 7-12, 16-17, 19).
+"""Adaptive-threshold selective self-attention (ATSSA; COLING 2022, Sec. 4.1 and 4.3, Eq. 7-12, 16-17, 19).
 
 Given the raw scores A [B, H, Q, K] of any attention module, each query i of each head keeps only the keys whose score
 reaches its own threshold, and the softmax runs over the kept keys:
