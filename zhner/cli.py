@@ -1,4 +1,4 @@
-"""The `zhner` command: train / evaluate / predict / serve / export / score / data / bench / demo.
+"""The `zhner` command: train / sweep / evaluate / compare / attention / predict / serve / export / score / data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -13,7 +13,6 @@ from typing import Optional
 import typer
 
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_write_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.")
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksums, fetch from their public sources.")
@@ -48,33 +47,81 @@ def train(
 ) -> None:
     """Train a model; resumes automatically if OUTPUT holds an interrupted run."""
     from zhner.train.config import load_config
+    from zhner.train.runs import run_summary, train_seeds
     from zhner.train.trainer import train as run_training
 
     cfg = load_config(resolve_config(config), set_)
     if seeds == 1:
         metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
         if metrics:  # under torchrun only process 0 has the run's metrics
-            typer.echo(json.dumps(_summary(metrics), ensure_ascii=False))
+            typer.echo(json.dumps(run_summary(metrics), ensure_ascii=False))
         return
-    results = []
-    for k in range(seeds):
-        seed = cfg.train.seed + k
-        seeded = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
-        results.append(run_training(seeded, output / f"seed{seed}", log=_echo_err, overwrite=overwrite))
-    if not results[0]:
-        return
-    summary = [_summary(m) for m in results]
-    atomic_write_text(output / "seeds.json", json.dumps(summary, indent=2, ensure_ascii=False))
-    typer.echo(json.dumps(summary, ensure_ascii=False))
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ZhnerError("--seeds is not supported under torchrun: launch one torchrun per seed (--set train.seed=N)")
+    # seed<N> run directories and seeds.json; a finished seed with the same config is read back, not trained again
+    typer.echo(json.dumps(train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite), ensure_ascii=False))
 
 
-def _summary(metrics: dict) -> dict:
-    from zhner.evaluate.metrics import headline
+@app.command()
+def sweep(
+    config: str = typer.Argument(..., help="YAML config, or the name of a shipped one (e.g. atssa_resume)"),
+    output: Path = typer.Option(..., "-o", "--output", help="sweep directory: one run (or seed set) per value + sweep.json"),
+    param: str = typer.Option(..., "--param", help="the parameter and its values, e.g. model.topk=1,2,3,4,5,6"),
+    set_: list[str] = typer.Option([], "--set", help="override a config field for every run"),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds per value (seed, seed+1, ...)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
+) -> None:
+    """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""
+    import yaml
 
-    return {k: metrics[k] for k in ("model", "dataset", "seed", "best_epoch", "epochs_run", "status")} | {
-        "dev": headline(metrics["dev"]) if metrics.get("dev") else None,
-        "test": headline(metrics["test"]) if metrics.get("test") else None,
-    }
+    from zhner.train.config import apply_overrides
+    from zhner.train.runs import sweep as run_sweep
+
+    path = resolve_config(config)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
+    result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
+    for run in result["runs"]:
+        f1 = run["test.f1_strict"]
+        std = f" ± {f1['std']:.2f}" if f1["std"] is not None else ""
+        typer.echo(f"{result['param']}={run['value']}\ttest F1 {f1['mean']:.2f}{std} ({f1['n']} seed(s))")
+
+
+@app.command()
+def compare(
+    runs_a: Path = typer.Argument(..., help="run set A: a --seeds directory (seeds.json or seed*/), or one run"),
+    runs_b: Path = typer.Argument(..., help="run set B, paired with A by seed number"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Mean ± std of each metric over seeds and a two-sided paired t-test (A - B) over the seeds both sets have."""
+    from zhner.evaluate.significance import compare as compare_runs
+    from zhner.evaluate.significance import format_comparison, read_runs
+
+    result = compare_runs(read_runs(runs_a), read_runs(runs_b))
+    typer.echo(json.dumps(result, ensure_ascii=False, indent=2) if as_json else format_comparison(result, str(runs_a), str(runs_b)))
+
+
+@app.command()
+def attention(
+    model_dir: Path = typer.Argument(..., help="a trained ATSSA model directory"),
+    text: str = typer.Argument(..., help="one sentence (at most 256 characters)"),
+    output: Path = typer.Option(Path("attention"), "-o", "--output", help="directory for the PNGs and tables"),
+) -> None:
+    """Heatmaps of ATSSA's selective attention per layer and head, the keys each query kept (the paper's Figure 9)."""
+    from zhner.evaluate.attention import cjk_font, plot_attention, selective_maps
+    from zhner.tagger import Tagger
+
+    maps = selective_maps(Tagger.load(model_dir), text)
+    pngs = plot_attention(maps, output)
+    if cjk_font() is None:
+        _echo_err(f"note: no CJK font installed (fc-list :lang=zh is empty): ticks are character indices, see {output / 'tokens.txt'}")
+    typer.echo("entities: " + json.dumps(maps["entities"], ensure_ascii=False))
+    for n, layer in enumerate(maps["layers"]):
+        for h, kept in enumerate(layer["kept"]):
+            typer.echo(f"layer {n + 1} head {h + 1} keys kept: " + " ".join(f"{c}{k}" for c, k in zip(maps["chars"], kept)))
+    typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
 
 
 @app.command()

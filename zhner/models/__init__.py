@@ -1,6 +1,7 @@
 """The model zoo: each name maps to (config class, model class); one file per model."""
 from __future__ import annotations
 
+from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.models.modeling_tener import TENER, TENERConfig
@@ -9,4 +10,5 @@ MODELS = {
     "tener": (TENERConfig, TENER),
     "bilstm_crf": (BiLSTMCRFConfig, BiLSTMCRF),
     "flat": (FLATConfig, FLAT),
+    "atssa": (ATSSAConfig, ATSSA),
 }

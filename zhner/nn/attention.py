@@ -5,6 +5,9 @@
 Q, K, V are projections of the input; R_{i-j} is the unprojected sinusoid of the distance i - j (query minus key); u and v are
 learned per-head biases. The last term is the extra key-position term of TENER's release. As in TENER, the score is not
 scaled by 1/sqrt(d) (sharper attention suits NER) and there is no output projection.
+
+An optional `selector` (e.g. `zhner.nn.selective_attention.SelectiveAttention`, ATSSA) replaces the masked softmax:
+it receives the raw scores, the layer input (its queries) and the masks, and returns the attention weights.
 """
 from __future__ import annotations
 
@@ -12,10 +15,13 @@ import torch
 from torch import nn
 
 from zhner.nn.position import sinusoid
+from zhner.nn.selective_attention import SelectiveAttention
 
 
 class RelativeSelfAttention(nn.Module):
-    def __init__(self, d_model: int, heads: int, dropout: float = 0.15, scaled: bool = False):
+    def __init__(
+        self, d_model: int, heads: int, dropout: float = 0.15, scaled: bool = False, selector: SelectiveAttention | None = None
+    ):
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
@@ -25,6 +31,7 @@ class RelativeSelfAttention(nn.Module):
         self.v = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
         self.dropout = nn.Dropout(dropout)
         self.scale = self.head_dim**-0.5 if scaled else 1.0
+        self.selector = selector
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x [B, L, D], mask [B, L] (True = real token) -> [B, L, D]."""
@@ -42,7 +49,10 @@ class RelativeSelfAttention(nn.Module):
         position = q_pos.gather(-1, idx.expand(B, H, L, L)) + k_pos.gather(-1, idx.t().expand(B, H, L, L)).transpose(-1, -2)
         scores = (content + position) * self.scale  # [B, H, L, L]
 
-        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
-        attn = self.dropout(torch.softmax(scores, dim=-1))
+        if self.selector is not None:
+            attn = self.selector(scores, x, mask[:, None, :], mask)
+        else:
+            attn = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
+        attn = self.dropout(attn)
         out = torch.matmul(attn, v)  # [B, H, L, d]
         return out.transpose(1, 2).reshape(B, L, H * d)

@@ -48,6 +48,7 @@ from torch.nn import functional as F
 
 from zhner.nn.encoder import FeedForward
 from zhner.nn.position import sinusoid
+from zhner.nn.selective_attention import SelectiveAttention
 
 Fusion = Literal["ff_four", "ff_two", "head"]
 # the distance kinds each fusion concatenates, in the order of Eq. 8
@@ -269,6 +270,7 @@ class FlatRelativeAttention(nn.Module):
         scaled: bool = True,
         project_k: bool = True,
         out_proj: bool = True,
+        selector: SelectiveAttention | None = None,
     ):
         super().__init__()
         if d_model % heads:
@@ -283,6 +285,7 @@ class FlatRelativeAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.scale = self.head_dim**-0.5 if scaled else 1.0
         self.out = nn.Linear(d_model, d_model) if out_proj else None
+        self.selector = selector  # ATSSA's selective mechanism instead of the masked softmax (needs span_mask)
 
     def position_scores(self, q: torch.Tensor, positions: SpanPositions | DensePositions) -> torch.Tensor:
         """(q_i + v) . W_{k,R} R_ij for every head: q [B, Q, H, d] -> [B, H, Q(query), N(key)]."""
@@ -291,10 +294,16 @@ class FlatRelativeAttention(nn.Module):
         return positions.scores(qr).permute(0, 3, 1, 2)
 
     def forward(
-        self, x: torch.Tensor, positions: SpanPositions | DensePositions, allowed: torch.Tensor, num_queries: int | None = None
+        self,
+        x: torch.Tensor,
+        positions: SpanPositions | DensePositions,
+        allowed: torch.Tensor,
+        num_queries: int | None = None,
+        span_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x [B, N, D] -> [B, Q, D], the outputs of the first Q = num_queries spans (default all N); every span is a key.
-        allowed: [B, 1, N] or [B, N, N] (True = query may attend to key), see `span_attention_mask`."""
+        allowed: [B, 1, N] or [B, N, N] (True = query may attend to key), see `span_attention_mask`.
+        span_mask [B, N] (real spans) is needed only with a selector (its L1 term counts real queries)."""
         B, N, D = x.shape
         Q = N if num_queries is None else num_queries
         H, d = self.heads, self.head_dim
@@ -309,8 +318,14 @@ class FlatRelativeAttention(nn.Module):
         scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11
         if self.scale != 1.0:
             scores = scores.mul_(self.scale)
-        scores = scores.masked_fill_(~(allowed[:, None] if allowed.shape[1] == 1 else allowed[:, None, :Q]), float("-inf"))
-        attn = self.dropout(torch.softmax(scores, dim=-1))
+        allowed_q = allowed if allowed.shape[1] == 1 else allowed[:, :Q]  # [B, 1|Q, N]
+        if self.selector is not None:
+            if span_mask is None:
+                raise ValueError("FlatRelativeAttention with a selector needs span_mask")
+            attn = self.selector(scores, x, allowed_q, span_mask[:, :Q])
+        else:
+            attn = torch.softmax(scores.masked_fill_(~allowed_q[:, None], float("-inf")), dim=-1)
+        attn = self.dropout(attn)
         out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, D)  # [B, Q, D]
         return self.out(out) if self.out is not None else out
 
@@ -329,11 +344,16 @@ class FlatEncoderLayer(nn.Module):
         self.residual = residual
 
     def forward(
-        self, x: torch.Tensor, positions: SpanPositions | DensePositions, allowed: torch.Tensor, num_queries: int | None = None
+        self,
+        x: torch.Tensor,
+        positions: SpanPositions | DensePositions,
+        allowed: torch.Tensor,
+        num_queries: int | None = None,
+        span_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x [B, N, D] -> [B, Q, D]: only the first Q spans are updated (the last layer needs the characters only)."""
         Q = x.shape[1] if num_queries is None else num_queries
-        a = self.dropout(self.attention(x, positions, allowed, Q))
+        a = self.dropout(self.attention(x, positions, allowed, Q, span_mask))
         x = x[:, :Q]
         x = self.norm1(x + a if self.residual else a + a)
         f = self.dropout(self.ffn(x))

@@ -1,0 +1,137 @@
+"""Research tooling through the CLI on tiny ATSSA runs: `zhner sweep` (2 values x 2 seeds, resumable), `zhner train --seeds`
+reading finished seeds back, `zhner compare`, `zhner attention`, and the sweep plot script."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_cli import assert_clean_error, zhner
+from zhner.evaluate.significance import paired_t_test
+
+TINY = [
+    "model.heads=2",
+    "model.head_dim=8",
+    "data.max_train_sentences=32",
+    "data.max_eval_sentences=16",
+    "train.epochs=1",
+    "train.lr=0.01",
+]
+
+
+def sets(overrides):
+    return [arg for o in overrides for arg in ("--set", o)]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("sweep") / "topk"
+    res = zhner("sweep", "atssa_resume", "-o", out, "--param", "model.topk=1,3", "--seeds", "2", *sets(TINY))
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+def test_sweep_writes_one_run_set_per_value(swept):
+    out, res = swept
+    summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
+    assert summary["param"] == "model.topk" and [r["value"] for r in summary["runs"]] == [1, 3]
+    for run in summary["runs"]:
+        assert [s["seed"] for s in run["summaries"]] == [42, 43]
+        f1s = [s["test"]["f1_strict"] for s in run["summaries"]]
+        assert math.isclose(run["test.f1_strict"]["mean"], sum(f1s) / 2)
+        for seed in (42, 43):
+            config = (out / run["dir"] / f"seed{seed}" / "config.yaml").read_text(encoding="utf-8")
+            assert f"topk: {run['value']}" in config and f"seed: {seed}" in config
+    assert "model.topk=1\ttest F1" in res.stdout and "model.topk=3\ttest F1" in res.stdout
+
+
+def test_sweep_and_seeds_resume_instead_of_retraining(swept):
+    out, _ = swept
+    before = (out / "topk=3" / "seed42" / "model.safetensors").stat().st_mtime_ns
+    res = zhner("sweep", "atssa_resume", "-o", out, "--param", "model.topk=1,3", "--seeds", "2", *sets(TINY))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("finished run found") == 4 and "epoch 1/1" not in res.stderr
+    # `train --seeds` with the same config reads the finished seeds back too
+    res = zhner("train", "atssa_resume", "-o", out / "topk=3", "--seeds", "2", *sets(TINY + ["model.topk=3"]))
+    assert res.returncode == 0, res.stderr
+    assert [s["seed"] for s in json.loads(res.stdout)] == [42, 43]
+    assert (out / "topk=3" / "seed42" / "model.safetensors").stat().st_mtime_ns == before
+    # a different config on a finished run is refused, not silently mixed in
+    res = zhner("train", "atssa_resume", "-o", out / "topk=3", "--seeds", "2", *sets(TINY + ["model.topk=4"]))
+    assert_clean_error(res, "seed42", "different config")
+
+
+def test_sweep_bad_param():
+    from zhner.errors import ZhnerError
+    from zhner.train.runs import parse_param
+
+    assert parse_param("model.alpha=1, 50,100.5") == ("model.alpha", [1, 50, 100.5])
+    with pytest.raises(ZhnerError, match="KEY=V1,V2"):
+        parse_param("model.topk=")
+    assert_clean_error(zhner("sweep", "atssa_resume", "-o", "never", "--param", "model.topk=1,-2"), "model.topk")
+
+
+def test_compare_cli(swept):
+    out, _ = swept
+    res = zhner("compare", out / "topk=3", out / "topk=1", "--json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    assert result["paired_seeds"] == [42, 43]
+    seeds = {v: json.loads((out / f"topk={v}" / "seeds.json").read_text()) for v in (1, 3)}
+    a = [s["test"]["f1_strict"] for s in seeds[3]]
+    b = [s["test"]["f1_strict"] for s in seeds[1]]
+    assert result["metrics"]["test.f1_strict"]["paired"] == paired_t_test(a, b)
+    table = zhner("compare", out / "topk=3", out / "topk=1")
+    assert table.returncode == 0 and "test.f1_strict" in table.stdout and "p (paired t)" in table.stdout
+    assert_clean_error(zhner("compare", out / "topk=3", out / "missing"), "no such run directory")
+
+
+def test_attention_cli(swept, tmp_path):
+    out, _ = swept
+    text = "腾讯联想"
+    res = zhner("attention", out / "topk=3" / "seed42", text, "-o", tmp_path / "att")
+    assert res.returncode == 0, res.stderr
+    pngs = sorted(p.name for p in (tmp_path / "att").glob("*.png"))
+    assert pngs == ["layer1_head1.png", "layer1_head2.png"]
+    for p in (tmp_path / "att").glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    maps = json.loads((tmp_path / "att" / "attention.json").read_text(encoding="utf-8"))
+    assert maps["chars"] == list(text)
+    for head_w, head_z, head_kept in zip(maps["layers"][0]["weights"], maps["layers"][0]["z"], maps["layers"][0]["kept"]):
+        for w, z, kept in zip(head_w, head_z, head_kept):
+            assert math.isclose(sum(w), 1.0, rel_tol=1e-5) and kept == sum(z) >= 3  # the top-k floor at inference
+            assert all(wj == 0.0 for wj, zj in zip(w, z) if not zj)  # unselected keys get no weight
+    rows = (tmp_path / "att" / "keys_per_query.tsv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "char\tlayer1_head1\tlayer1_head2" and [r.split("\t")[0] for r in rows[1:]] == list(text)
+    if maps["cjk_font"] is None:  # no CJK font here: index ticks and a legend file
+        assert (tmp_path / "att" / "tokens.txt").read_text(encoding="utf-8").splitlines()[1] == "1\t讯"
+        assert "no CJK font" in res.stderr
+
+
+def test_attention_needs_a_selective_model(swept):
+    from zhner.errors import ZhnerError
+    from zhner.evaluate.attention import selective_maps
+    from zhner.tagger import Tagger
+
+    out, _ = swept
+    tagger = Tagger.load(out / "topk=3" / "seed42")
+    with pytest.raises(ZhnerError, match="at most|1 to 256"):
+        selective_maps(tagger, "")
+    tagger.model.layers[0].attention.selector = None  # what an ATSSA -SSA (selective: false) model is
+    with pytest.raises(ZhnerError, match="no selective attention"):
+        selective_maps(tagger, "腾讯")
+    assert_clean_error(zhner("attention", out / "missing", "腾讯"), "no such model directory")
+
+
+def test_plot_sweep_script(swept, tmp_path):
+    out, _ = swept
+    res = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "plot_sweep.py"), str(out / "sweep.json"), "-o", str(tmp_path / "s.png")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+    assert res.stdout.splitlines()[0].startswith("| model.topk | test F1 strict")
+    assert len(res.stdout.splitlines()) == 4

@@ -1,0 +1,178 @@
+"""Multi-seed comparison of two models: mean +- std of each metric and a paired t-test over matched seeds (the ATSSA
+paper's Sec. 5.6: ten seeds per model, paired by seed, two-sided p-value).
+
+The Student-t distribution function is computed here from the regularised incomplete beta function (a continued fraction
+evaluated by the modified Lentz method), so the toolkit needs no scipy; the tests check it against scipy.
+
+A run set on disk is what `zhner train --seeds N` or `zhner sweep` writes: a directory with `seeds.json`, or a directory of
+`seed<N>/metrics.json` run directories, or a single run directory (`metrics.json`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import headline
+
+METRICS = ("test.f1_strict", "test.f1_lenient", "test.p", "test.r", "dev.f1_strict")
+
+
+# -- the t distribution ------------------------------------------------------------------------------------------------
+
+
+def _beta_continued_fraction(a: float, b: float, x: float, eps: float = 1e-15, max_terms: int = 1000) -> float:
+    """K = 1 + d_1 / (1 + d_2 / (1 + ...)), the continued fraction of I_x(a, b) = x^a (1-x)^b / (a B(a, b) K)
+    (DLMF 8.17.22), by the modified Lentz method; it converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    k, c, d = 1.0, 1.0, 0.0  # K_0 = 1; c and d are Lentz's ratios
+    for j in range(1, max_terms + 1):
+        m = j // 2
+        if j % 2:  # d_{2m+1}
+            coef = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        else:  # d_{2m}
+            coef = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d = 1.0 + coef * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + coef / c
+        c = c if abs(c) > tiny else tiny
+        k *= c * d
+        if abs(c * d - 1.0) < eps:
+            return k
+    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b}, x={x})")
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b) for a, b > 0, 0 <= x <= 1."""
+    if not (a > 0 and b > 0 and 0.0 <= x <= 1.0):
+        raise ValueError(f"betainc needs a, b > 0 and 0 <= x <= 1 (got {a}, {b}, {x})")
+    if x in (0.0, 1.0):
+        return x
+    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) / (a * _beta_continued_fraction(a, b, x))
+    return 1.0 - math.exp(log_front) / (b * _beta_continued_fraction(b, a, 1.0 - x))  # I_x(a, b) = 1 - I_{1-x}(b, a)
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2) gives the two tails."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))  # P(T > |t|)
+    return 1.0 - tail if t > 0 else tail
+
+
+def paired_t_test(a: Sequence[float], b: Sequence[float]) -> dict:
+    """Two-sided paired t-test of a against b (same length, paired by position) -> {n, mean_diff, t, df, p}.
+    Fewer than two pairs: t and p are None. All differences equal: t = +-inf and p = 0, or t = 0 and p = 1 if zero."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length ({len(a)} vs {len(b)})")
+    diffs = [x - y for x, y in zip(a, b)]
+    n = len(diffs)
+    mean = sum(diffs) / n if n else float("nan")
+    if n < 2:
+        return {"n": n, "mean_diff": mean, "t": None, "df": None, "p": None}
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    if sd == 0.0:
+        t = 0.0 if mean == 0.0 else math.copysign(math.inf, mean)
+    else:
+        t = mean / (sd / math.sqrt(n))
+    p = 2.0 * (1.0 - student_t_cdf(abs(t), n - 1))
+    return {"n": n, "mean_diff": mean, "t": t, "df": n - 1, "p": min(1.0, p)}
+
+
+def describe(values: Sequence[float]) -> dict:
+    """{n, mean, std} with the sample standard deviation (n - 1); std is None for a single value."""
+    n = len(values)
+    mean = sum(values) / n if n else None
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return {"n": n, "mean": mean, "std": std}
+
+
+# -- comparing run sets ------------------------------------------------------------------------------------------------
+
+
+def _get(summary: dict, metric: str) -> float | None:
+    split, key = metric.split(".")
+    return (summary.get(split) or {}).get(key)
+
+
+def compare(runs_a: dict[int, dict], runs_b: dict[int, dict], metrics: Sequence[str] = METRICS) -> dict:
+    """runs_*: seed -> run summary ({"test": {"f1_strict": ...}, "dev": {...}}). Mean +- std of each metric over every run of
+    each set, and a paired t-test (a minus b) over the seeds both sets have."""
+    paired_seeds = sorted(set(runs_a) & set(runs_b))
+    result = {"seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b), "paired_seeds": paired_seeds, "metrics": {}}
+    for metric in metrics:
+        va = {s: _get(r, metric) for s, r in runs_a.items()}
+        vb = {s: _get(r, metric) for s, r in runs_b.items()}
+        both = [s for s in paired_seeds if va[s] is not None and vb[s] is not None]
+        result["metrics"][metric] = {
+            "a": describe([v for v in va.values() if v is not None]),
+            "b": describe([v for v in vb.values() if v is not None]),
+            "paired": paired_t_test([va[s] for s in both], [vb[s] for s in both]),
+        }
+    return result
+
+
+def _summary_from_metrics(metrics: dict) -> dict:
+    return {k: metrics.get(k) for k in ("model", "dataset", "seed")} | {
+        split: headline(metrics[split]) if metrics.get(split) else None for split in ("dev", "test")
+    }
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"corrupt JSON ({type(exc).__name__})", path) from None
+
+
+def read_runs(path: str | Path) -> dict[int, dict]:
+    """seed -> run summary of a run set: `seeds.json`, or `seed*/metrics.json`, or one run's `metrics.json`."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ZhnerError("no such run directory", path)
+    if (path / "seeds.json").exists():
+        summaries = _read_json(path / "seeds.json")
+        where = path / "seeds.json"
+    else:
+        files = sorted(path.glob("seed*/metrics.json")) or ([path / "metrics.json"] if (path / "metrics.json").exists() else [])
+        if not files:
+            raise ZhnerError("no seeds.json, seed*/metrics.json or metrics.json: not a run directory", path)
+        summaries = [_summary_from_metrics(_read_json(f)) for f in files]
+        where = path
+    if not isinstance(summaries, list) or not all(isinstance(s, dict) and isinstance(s.get("seed"), int) for s in summaries):
+        raise ZhnerError("expected a list of run summaries, each with an integer seed", where)
+    runs: dict[int, dict] = {}
+    for s in summaries:
+        if s["seed"] in runs:
+            raise ZhnerError(f"seed {s['seed']} appears twice", where)
+        if s.get("test") is None:
+            continue  # a run that never finished an epoch
+        runs[s["seed"]] = s
+    if not runs:
+        raise ZhnerError("no finished run in this run set", where)
+    return runs
+
+
+def format_comparison(result: dict, name_a: str, name_b: str) -> str:
+    """A plain-text table: metric, mean +- std of each set, mean difference, p-value (n pairs)."""
+
+    def ms(d: dict) -> str:
+        if d["mean"] is None:
+            return "-"
+        return f"{d['mean']:.2f} ± {d['std']:.2f}" if d["std"] is not None else f"{d['mean']:.2f}"
+
+    lines = [
+        f"A = {name_a} (seeds {result['seeds_a']})",
+        f"B = {name_b} (seeds {result['seeds_b']})",
+        f"{'metric':16s} {'A mean ± std':>16s} {'B mean ± std':>16s} {'A - B':>7s} {'p (paired t)':>13s} {'pairs':>5s}",
+    ]
+    for metric, row in result["metrics"].items():
+        paired = row["paired"]
+        diff = f"{paired['mean_diff']:+.2f}" if paired["n"] else "-"
+        p = f"{paired['p']:.4f}" if paired["p"] is not None else "-"
+        lines.append(f"{metric:16s} {ms(row['a']):>16s} {ms(row['b']):>16s} {diff:>7s} {p:>13s} {paired['n']:>5d}")
+    return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""Many runs of one config: several seeds (`zhner train --seeds N`) and one-parameter sweeps (`zhner sweep`).
+
+    zhner train CONFIG -o DIR --seeds 3           DIR/seed42, seed43, seed44 (run directories) + DIR/seeds.json
+    zhner sweep CONFIG -o DIR --param model.topk=1,2,3 [--seeds N]
+                                                  DIR/topk=1, topk=2, topk=3 (each a run or a seed set) + DIR/sweep.json
+
+Running the same command again resumes: an interrupted run continues from its checkpoint, and a finished run with the
+same config is read back instead of being trained again (a finished run with another config is an error).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import headline
+from zhner.fileio import atomic_write_text
+from zhner.tagger import METRICS, WEIGHTS
+from zhner.train.config import Config, apply_overrides, config_from_dict, parse_override
+from zhner.train.trainer import CHECKPOINT, train
+
+_DERIVED = ("char_dim", "bigram_dim")  # set by the trainer from the vectors: a saved config differs there by design
+
+
+def _mean_std(values: list[float]) -> dict:
+    """{n, mean, std} (sample std; None for fewer than two values), as zhner.evaluate.significance.describe."""
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values) if values else None,
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+    }
+
+
+def run_summary(metrics: dict) -> dict:
+    """The line a multi-run summary keeps per run: identity, epochs and headline dev/test metrics."""
+    return {k: metrics[k] for k in ("model", "dataset", "seed", "best_epoch", "epochs_run", "status")} | {
+        "dev": headline(metrics["dev"]) if metrics.get("dev") else None,
+        "test": headline(metrics["test"]) if metrics.get("test") else None,
+    }
+
+
+def _comparable(raw: dict) -> dict:
+    model = {k: v for k, v in raw.get("model", {}).items() if k not in _DERIVED}
+    return raw | {"model": model}
+
+
+def _finished_metrics(out: Path, config: Config) -> dict | None:
+    """The metrics of a finished run in `out` made with `config`, or None if `out` holds no finished run."""
+    if not (out / WEIGHTS).exists() or (out / CHECKPOINT).exists() or not (out / METRICS).exists():
+        return None
+    metrics = json.loads((out / METRICS).read_text(encoding="utf-8"))
+    if metrics.get("status") in (None, "running"):
+        return None
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    if _comparable(saved) != _comparable(config.model_dump(mode="json")):
+        raise ZhnerError("holds a finished run with a different config; use another -o or --overwrite", out)
+    return metrics
+
+
+def train_one(config: Config, out: Path, log: Callable[[str], None], overwrite: bool) -> dict:
+    """Train one run, or read back a finished one made with the same config (unless `overwrite`)."""
+    if not overwrite:
+        metrics = _finished_metrics(out, config)
+        if metrics is not None:
+            log(f"{out}: finished run found, not trained again")
+            return metrics
+    return train(config, out, log=log, overwrite=overwrite)
+
+
+def train_seeds(config: Config, out: str | Path, seeds: int, log: Callable[[str], None] = print, overwrite: bool = False) -> list[dict]:
+    """Seeds config.train.seed, +1, ...: one run directory `seed<N>` each, and `seeds.json` (a list of run summaries)."""
+    out = Path(out)
+    summaries = []
+    for k in range(seeds):
+        seed = config.train.seed + k
+        seeded = config.model_copy(update={"train": config.train.model_copy(update={"seed": seed})})
+        summaries.append(run_summary(train_one(seeded, out / f"seed{seed}", log, overwrite)))
+        atomic_write_text(out / "seeds.json", json.dumps(summaries, indent=2, ensure_ascii=False))  # partial sets are readable
+    return summaries
+
+
+def parse_param(spec: str) -> tuple[str, list]:
+    """'model.topk=1,2,3' -> ('model.topk', [1, 2, 3]); each value is read as YAML."""
+    key, _, values = spec.partition("=")
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not key or not items:
+        raise ZhnerError(f"--param {spec!r}: expected KEY=V1,V2,..., e.g. model.topk=1,2,3")
+    return key, [parse_override(f"{key}={item}")[1] for item in items]
+
+
+def sweep(
+    raw: dict,
+    out: str | Path,
+    param: str,
+    seeds: int = 1,
+    log: Callable[[str], None] = print,
+    overwrite: bool = False,
+    source: str = "config",
+) -> dict:
+    """Train the raw config (a dict, overrides applied) once per value of `param` ('model.topk=1,2,3'), `seeds` seeds each.
+    Writes `sweep.json`: the parameter, and per value its directory, run summaries and mean +- std of the F1s."""
+    out = Path(out)
+    key, values = parse_param(param)
+    configs = [config_from_dict(apply_overrides(json.loads(json.dumps(raw)), [f"{key}={json.dumps(v)}"]), source) for v in values]
+    result = {"param": key, "seeds": seeds, "runs": []}
+    for value, config in zip(values, configs):
+        name = f"{key.rsplit('.', 1)[-1]}={value}"
+        log(f"sweep {key} = {value} -> {out / name}")
+        if seeds == 1:
+            summaries = [run_summary(train_one(config, out / name, log, overwrite))]
+        else:
+            summaries = train_seeds(config, out / name, seeds, log, overwrite)
+        f1 = {
+            metric: _mean_std([s[split][field] for s in summaries if s[split]])
+            for metric, split, field in (("test.f1_strict", "test", "f1_strict"), ("dev.f1_strict", "dev", "f1_strict"))
+        }
+        result["runs"].append({"value": value, "dir": name, "summaries": summaries} | f1)
+        atomic_write_text(out / "sweep.json", json.dumps(result, indent=2, ensure_ascii=False))
+    return result
