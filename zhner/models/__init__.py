@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
+from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.models.modeling_tener import TENER, TENERConfig
 
 MODELS = {
     "tener": (TENERConfig, TENER),
     "bilstm_crf": (BiLSTMCRFConfig, BiLSTMCRF),
     "flat": (FLATConfig, FLAT),
+    "nflat": (NFLATConfig, NFLAT),
 }

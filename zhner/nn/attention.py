@@ -5,13 +5,31 @@
 Q, K, V are projections of the input; R_{i-j} is the unprojected sinusoid of the distance i - j (query minus key); u and v are
 learned per-head biases. The last term is the extra key-position term of TENER's release. As in TENER, the score is not
 scaled by 1/sqrt(d) (sharper attention suits NER) and there is no output projection.
+
+Memory: the release (and this module's first version) scores every query against all 2L-1 distances ([B, H, L, 2L-1], twice)
+and gathers; at L = 3,000 and 8 heads that is over 1 GB before the [B, H, L, L] scores exist. Instead, with
+R_t = [sin(t w) ; cos(t w)] and the angle-difference identities
+    sin((i-j)w) = s_i c_j - c_i s_j,   cos((i-j)w) = c_i c_j + s_i s_j    (s_i = sin(i w), c_i = cos(i w)),
+both position terms split into a query-side and a key-side factor: with (q_i + v) = [a_i ; b_i] and K_j = [e_j ; f_j],
+    (q_i + v) . R_{i-j} = (a_i s_i + b_i c_i) . c_j + (b_i s_i - a_i c_i) . s_j
+    K_j . R_{i-j}       = s_i . (e_j c_j + f_j s_j) + c_i . (f_j c_j - e_j s_j)
+so all of A is ONE matmul of [B, H, L, 3d] query features with [B, H, L, 3d] key features, and nothing bigger than the
+[B, H, L, L] scores is ever built. Same values up to float rounding (tests/test_nflat.py checks it against the gather form).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 
-from zhner.nn.position import sinusoid
+
+def _angles(length: int, half: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """sin(i w_k), cos(i w_k) for positions i < length: [length, half] each, w_k as in zhner.nn.position.sinusoid.
+    In float64: i w reaches thousands of radians, where float32 would lose ~1e-4 of the angle."""
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * (-math.log(10000.0) / max(half - 1, 1)))
+    angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * inv_freq.double()[None, :]
+    return angles.sin(), angles.cos()
 
 
 class RelativeSelfAttention(nn.Module):
@@ -32,17 +50,22 @@ class RelativeSelfAttention(nn.Module):
         H, d = self.heads, self.head_dim
         q, k, v = self.qkv(x).view(B, L, 3, H, d).permute(2, 0, 3, 1, 4)  # each [B, H, L, d]
 
-        # All 2L-1 distances once, then each (i, j) picks its own: distance i - j sits at column i - j + L - 1.
-        rel = sinusoid(torch.arange(-(L - 1), L, device=x.device), d).to(x.dtype)  # [2L-1, d]
-        idx = (torch.arange(L, device=x.device)[:, None] - torch.arange(L, device=x.device)[None, :]) + L - 1  # [L, L]
+        half = d // 2  # an odd head_dim's last sinusoid dimension is 0 (see sinusoid), so it adds nothing
+        s, c = (t.to(x.dtype) for t in _angles(L, half, x.device))  # [L, half]
+        qv = q + self.v[:, None]
+        a, b = qv[..., :half], qv[..., half : 2 * half]  # [B, H, L, half]
+        e, f = k[..., :half], k[..., half : 2 * half]
+        s_, c_ = s.expand(B, H, L, half), c.expand(B, H, L, half)
+        query_side = torch.cat([q + self.u[:, None], a * s + b * c, b * s - a * c, s_, c_], dim=-1)  # [B, H, L, d + 4 half]
+        key_side = torch.cat([k, c_, s_, e * c + f * s, f * c - e * s], dim=-1)
+        scores = torch.matmul(query_side, key_side.transpose(-1, -2))  # [B, H, L, L]: content + both position terms
+        if self.scale != 1.0:
+            scores = scores.mul_(self.scale)
 
-        content = torch.matmul(q + self.u[:, None], k.transpose(-1, -2))  # [B, H, L, L]
-        q_pos = torch.matmul(q + self.v[:, None], rel.t())  # [B, H, L, 2L-1]
-        k_pos = torch.matmul(k, rel.t())  # [B, H, L(key), 2L-1]
-        position = q_pos.gather(-1, idx.expand(B, H, L, L)) + k_pos.gather(-1, idx.t().expand(B, H, L, L)).transpose(-1, -2)
-        scores = (content + position) * self.scale  # [B, H, L, L]
-
-        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
-        attn = self.dropout(torch.softmax(scores, dim=-1))
+        if not bool(mask.all()):
+            scores = scores.masked_fill_(~mask[:, None, None, :], float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
+        if self.dropout.p > 0:
+            attn = self.dropout(attn)
         out = torch.matmul(attn, v)  # [B, H, L, d]
         return out.transpose(1, 2).reshape(B, L, H * d)
