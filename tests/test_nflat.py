@@ -131,9 +131,10 @@ def gather_relative_attention(att: RelativeSelfAttention, x, mask):
 
 
 @pytest.mark.parametrize("d_model,heads,L,scaled", [(16, 2, 9, False), (15, 3, 40, True), (32, 4, 200, False)])
-def test_lean_tener_attention_equals_gather_form(d_model, heads, L, scaled):
+@pytest.mark.parametrize("explicit", [False, True])  # the fused kernel (no dropout), the explicit softmax (dropout)
+def test_lean_tener_attention_equals_gather_form(d_model, heads, L, scaled, explicit):
     torch.manual_seed(0)
-    att = RelativeSelfAttention(d_model, heads, dropout=0.0, scaled=scaled)
+    att = RelativeSelfAttention(d_model, heads, dropout=1e-9 if explicit else 0.0, scaled=scaled)
     x = torch.randn(2, L, d_model, requires_grad=True)
     mask = torch.ones(2, L, dtype=torch.bool)
     mask[1, L // 2 :] = False

@@ -26,7 +26,7 @@ Cost (exactly the equations above, computed in a cheaper order):
 2. With l = tail - head, all four distances are functions of (d_hh, l_i, l_j), and a batch holds few distinct span lengths
    (n_l ~ 4-8). So the sum and the ReLU are taken once per distinct (d_hh, l_i, l_j) -- a [(2M+1) n_l^2, d_model] table --
    and each pair only stores the row index of its value ([B, N, N] integers). ff_two needs only (d_hh, l_i - l_j):
-   a [(2M+1) (2 l_max + 1), d_model] table. Computed once per forward, shared by the layers.
+   a [(2M+1) n_delta, d_model] table over the length differences that occur. Computed once per forward, shared by the layers.
 3. W_{k,R} is folded into the query: (q_i + v) . (W_{k,R} R_ij) = (W_{k,R}^T (q_i + v)) . R_ij, so the position term is a
    batched product of [B, N, H, d_model] queries with the gathered R rows (B N^2 H d_model multiply-adds) rather than a
    projection of every R_ij (B N^2 d_model^2). The rows are gathered a few queries at a time and dropped after use
@@ -133,17 +133,22 @@ class SpanPositionEncoding(nn.Module):
         d_hh = heads[:, :, None] - key_heads[:, None, :]  # [B, N, M], Eq. 4
         if self.kinds == ("hh",):  # FLAT_head: R_ij = ReLU(W_r p_hh + b_r)
             return _with_zero_key(SpanPositions(torch.relu(self.projected_tables(M)[0]), d_hh + M), M, zero_key)
-        if self.kinds == ("hh", "tt"):  # ff_two: R depends on (d_hh, d_tt - d_hh = l_i - l_j) only
-            longest = max(int((tails - heads).max()), int((key_tails - key_heads).max()))
-            M2 = M + longest  # d_tt = d_hh + (l_i - l_j) reaches beyond +-M in the table (not in real pairs)
+        if self.kinds == ("hh", "tt"):  # ff_two: R depends on (d_hh, delta = d_tt - d_hh = l_i - l_j) only
+            q_len, k_len = torch.unique(tails - heads), torch.unique(key_tails - key_heads)
+            # only the deltas that occur (NFLAT's character queries: -l_j for the word lengths present, ~8 values)
+            deltas = torch.unique(torch.cat([(q_len[:, None] - k_len[None, :]).flatten(), q_len.new_zeros(1)]))  # [n_d]
+            longest = int(max(q_len.max(), k_len.max()))
+            M2 = M + longest  # d_tt = d_hh + delta reaches beyond +-M in the table (not in real pairs)
             tables = self.projected_tables(M2)  # [2, 2*M2+1, D]
             d = torch.arange(-M, M + 1, device=heads.device)[:, None]  # [2M+1, 1]
-            delta = torch.arange(-longest, longest + 1, device=heads.device)[None, :]  # [1, 2*longest+1]
-            pre = tables[0][(d + M2).expand(-1, delta.shape[1])] + tables[1][d + delta + M2]  # [2M+1, 2*longest+1, D]
+            pre = tables[0][(d + M2).expand(-1, deltas.numel())]  # [2M+1, n_d, D]; built in place: it is the big one
+            table = pre.add_(tables[1][d + deltas[None, :] + M2]).relu_().reshape(-1, self.d_model)
+            delta_id = torch.full((2 * longest + 1,), -1, dtype=torch.long, device=heads.device)
+            delta_id[deltas + longest] = torch.arange(deltas.numel(), device=heads.device)  # delta -> its column
             d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
-            index = (d_hh + M) * delta.shape[1] + (d_tt - d_hh + longest)  # [B, N, M]
-            zero = M * delta.shape[1] + longest  # the row of (d_hh, d_tt) = (0, 0)
-            return _with_zero_key(SpanPositions(torch.relu(pre).reshape(-1, self.d_model), index), zero, zero_key)
+            index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
+            zero = M * deltas.numel() + int(delta_id[longest])  # the row of (d_hh, d_tt) = (0, 0)
+            return _with_zero_key(SpanPositions(table, index), zero, zero_key)
         if zero_key:  # all four distances 0 needs a query span of length 1 (a character); only ff_two/head are needed
             raise ValueError(f"zero_key needs position fusion ff_two or head, not {self.fusion}")
         N = heads.shape[1]
