@@ -13,6 +13,7 @@ Sizes and optimisation per dataset live in configs/flat_<dataset>.yaml.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import torch
@@ -20,7 +21,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes
 from zhner.nn.embedding import CharBigramEmbedding
 from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 
@@ -111,6 +112,14 @@ class FLAT(SequenceTagger):
         tails = torch.cat([positions, batch["word_ends"]], dim=1)  # [B, N]
         span_mask = torch.cat([mask, batch["word_mask"]], dim=1)  # [B, N]
         return torch.cat([x_chars, x_words], dim=1), heads, tails, span_mask
+
+    def inference_bytes(self, length: int) -> int:
+        N = length + math.ceil(WORDS_PER_CHAR * length)  # spans
+        D = self.config.heads * self.config.head_dim
+        scores = attention_bytes(self.config.heads, N if self.config.layers > 1 else length, N)  # last layer: characters
+        index = 8 * length * N if self.config.layers == 1 else 8 * N * N  # the pairs' position rows (int64)
+        table = 2 * FLOAT * (2 * length + 1) * 33 * D  # R rows for (distance, length difference), and a copy
+        return super().inference_bytes(length) + scores + index + table
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         x, heads, tails, span_mask = self.lattice(batch)

@@ -13,6 +13,7 @@ the TENER heads (is_less_head). Per-dataset values live in configs/nflat_<datase
 """
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -20,7 +21,7 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.embedding import CharBigramEmbedding
 from zhner.nn.encoder import TransformerLayer
@@ -74,6 +75,14 @@ class NFLAT(SequenceTagger):
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
         return self.embed.tables() | {"words": self.words}
+
+    def inference_bytes(self, length: int) -> int:
+        keys = math.ceil(WORDS_PER_CHAR * length) + 1  # words and <non_word>
+        D = self.config.heads * self.config.head_dim
+        inter = attention_bytes(self.config.heads, length, keys) + 8 * length * keys  # scores, position rows (int64)
+        table = 2 * FLOAT * (2 * length + 1) * 16 * D  # R rows for (distance, word length), and a copy
+        tener = attention_bytes(self.encoder[0].attention.heads, length, length)  # as TENER.inference_bytes
+        return super().inference_bytes(length) + inter + table + tener
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if "words" not in batch:
