@@ -1,6 +1,7 @@
 """Turn finished run directories into benchmarks/results/<model>_<dataset>.json and the README table.
 
     python benchmarks/collect_results.py RUN_DIR [RUN_DIR ...] --command "zhner train ... -o RUN_DIR"
+    python benchmarks/collect_results.py RUN_DIR --command "..." --variant=-RPE   # an ablation: nflat-RPE_resume.json
     python benchmarks/collect_results.py --table      # the markdown table of every results file, for the README
 
 Several run directories of the same model x dataset (one per seed) are reported together (mean over seeds, and each seed).
@@ -45,7 +46,7 @@ def markdown_table() -> str:
         t = r["test"]
         epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
         rows.append(
-            f"| {r['model']} | {r['dataset']} | {t['p']} | {t['r']} | **{t['f1_strict']}** | {t['f1_lenient']} | {t['span_f']} | "
+            f"| {r['model']}{r.get('variant', '')} | {r['dataset']} | {t['p']} | {t['r']} | **{t['f1_strict']}** | {t['f1_lenient']} | {t['span_f']} | "
             f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {r['train_sentences_per_s']} |"
         )
     return "\n".join(rows)
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path)
     parser.add_argument("--command", help="the exact command that produced the runs")
     parser.add_argument("--note", default=None)
+    parser.add_argument("--variant", default="", help="appended to the model name for an ablation, e.g. -RPE")
     parser.add_argument("--table", action="store_true", help="print the markdown table of benchmarks/results/*.json")
     args = parser.parse_args()
     if args.table:
@@ -89,7 +91,9 @@ def main() -> None:
         }
         if args.note:
             out["note"] = args.note
-        path = RESULTS / f"{model}_{dataset}.json"
+        if args.variant:
+            out["variant"] = args.variant
+        path = RESULTS / f"{model}{args.variant}_{dataset}.json"
         path.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{path}: test F1 strict {out['test']['f1_strict']} lenient {out['test']['f1_lenient']}")
 
