@@ -16,8 +16,8 @@ SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
 
 def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int, str]]:
     """(offset, chunk) pieces of at most max_len characters covering the text in order: cut at sentence ends where
-    possible; a sentence longer than max_len becomes windows overlapping by `overlap` (< max_len) characters, the last
-    one aligned to the sentence's end. With overlap 0 the pieces partition the text."""
+    possible; a sentence longer than max_len becomes windows of max_len (the last one may be shorter) overlapping by
+    `overlap` (< max_len) characters. With overlap 0 the pieces partition the text."""
     if not 0 <= overlap < max_len:
         raise ValueError(f"overlap {overlap} must be in [0, max_len={max_len})")
     if len(text) <= max_len:
@@ -30,7 +30,7 @@ def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int
             pieces.append((piece_start, text[piece_start:last_cut]))
             piece_start = last_cut
         if cut - piece_start > max_len:  # one sentence longer than max_len: overlapping windows over it
-            pieces.extend((s, text[s : s + max_len]) for s in _window_starts(piece_start, cut, max_len, overlap))
+            pieces.extend((s, text[s:e]) for s, e in _windows(piece_start, cut, max_len, overlap))
             piece_start = cut
         last_cut = cut
     if piece_start < len(text):
@@ -38,10 +38,13 @@ def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int
     return pieces
 
 
-def _window_starts(start: int, end: int, size: int, overlap: int) -> list[int]:
-    stride = size - overlap
-    starts = list(range(start, end - size, stride))
-    return starts + [end - size]  # the last window ends at `end` (and overlaps its predecessor by >= overlap)
+def _windows(start: int, end: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[start, end) as windows of `size` characters, each starting `size - overlap` after the previous one."""
+    windows = [(start, min(start + size, end))]
+    while windows[-1][1] < end:
+        s = windows[-1][1] - overlap
+        windows.append((s, min(s + size, end)))
+    return windows
 
 
 def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple[int, int, str]]]) -> list[tuple[int, int, str]]:

@@ -294,11 +294,13 @@ class FlatRelativeAttention(nn.Module):
         self.d_model, self.heads, self.head_dim = d_model, heads, d_model // heads
         self.project_k = project_k
         self.qkv = nn.Linear(d_model, (3 if project_k else 2) * d_model)  # W_q, (W_{k,E}), W_v
-        self.u = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
+        # created in this order (W_{k,R}, u, v) so that seeds give FLAT the same initial weights as before NFLAT
         self.w_r = self.v = None
         if relative:
             self.w_r = nn.Parameter(torch.empty(heads, self.head_dim, d_model))  # W_{k,R}: [d_head, d_model] per head
             nn.init.kaiming_uniform_(self.w_r.view(d_model, d_model), a=5**0.5)  # as nn.Linear(d_model, d_model)
+        self.u = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
+        if relative:
             self.v = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
         self.dropout = nn.Dropout(dropout)
         self.scale = self.head_dim**-0.5 if scaled else 1.0
