@@ -175,6 +175,7 @@ def test_shipped_configs(dataset, heads, less_head):
     config = load_config(REPO / "zhner" / "configs" / f"nflat_{dataset}.yaml")
     assert config.model.name == "nflat" and config.model.heads == heads and config.model.less_head is less_head
     assert config.embeddings.lexicon == "jieba" and config.train.batch_size == 16 and config.data.dataset == dataset
+    assert config.train.clip_norm == 5.0 and config.train.clip_value is None  # see the configs' header
     ablated = load_config(REPO / "zhner" / "configs" / f"nflat_{dataset}.yaml", ["model.rpe=false", "model.non_word=false"])
     assert ablated.model.rpe is False and ablated.model.non_word is False
 
