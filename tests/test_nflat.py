@@ -8,6 +8,7 @@ import torch
 from conftest import REPO
 from zhner.errors import ZhnerError
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
+from zhner.nn import attention as tener_attention
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.flat_attention import SpanPositionEncoding
 from zhner.nn.interformer import InterFormer
@@ -131,10 +132,11 @@ def gather_relative_attention(att: RelativeSelfAttention, x, mask):
 
 
 @pytest.mark.parametrize("d_model,heads,L,scaled", [(16, 2, 9, False), (15, 3, 40, True), (32, 4, 200, False)])
-@pytest.mark.parametrize("explicit", [False, True])  # the fused kernel (no dropout), the explicit softmax (dropout)
-def test_lean_tener_attention_equals_gather_form(d_model, heads, L, scaled, explicit):
+@pytest.mark.parametrize("fused", [False, True])  # scaled_dot_product_attention's kernel, or the explicit softmax
+def test_lean_tener_attention_equals_gather_form(d_model, heads, L, scaled, fused, monkeypatch):
+    monkeypatch.setattr(tener_attention, "FUSED_MIN_LENGTH", 0 if fused else 10**9)
     torch.manual_seed(0)
-    att = RelativeSelfAttention(d_model, heads, dropout=1e-9 if explicit else 0.0, scaled=scaled)
+    att = RelativeSelfAttention(d_model, heads, dropout=0.0, scaled=scaled)
     x = torch.randn(2, L, d_model, requires_grad=True)
     mask = torch.ones(2, L, dtype=torch.bool)
     mask[1, L // 2 :] = False

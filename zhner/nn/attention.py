@@ -18,7 +18,9 @@ so all of A is ONE matmul of [B, H, L, 3d] query features with [B, H, L, 3d] key
 
 Being a plain dot product, it also fits `scaled_dot_product_attention`, whose CPU flash kernel never stores [B, H, L, L]
 (measured at L = 3,000, 8 heads, forward + backward: 60 MB against 870 MB). That kernel wants V as wide as Q and K and has
-no dropout, so V is zero-padded to 3d, and the explicit softmax remains for training with attention dropout.
+no dropout, so V is zero-padded to 3d, and the explicit softmax remains for training with attention dropout, and for
+sentences shorter than FUSED_MIN_LENGTH, where the [B, H, L, L] scores are small and the padded V costs more time
+(B 16, L 50, inference: 10.3 ms fused against 7.2 ms explicit).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+FUSED_MIN_LENGTH = 256  # characters: from here on, scaled_dot_product_attention's kernel (see above) when it can be used
 
 
 def _angles(length: int, half: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +69,7 @@ class RelativeSelfAttention(nn.Module):
         key_side = torch.cat([k, c_, s_, e * c + f * s, f * c - e * s], dim=-1)
         keep = None if bool(mask.all()) else mask[:, None, None, :]  # [B, 1, 1, L]
 
-        if self.training and self.dropout.p > 0:
+        if (self.training and self.dropout.p > 0) or L < FUSED_MIN_LENGTH:
             scores = torch.matmul(query_side, key_side.transpose(-1, -2))  # [B, H, L, L]: content + both position terms
             if self.scale != 1.0:
                 scores = scores.mul_(self.scale)
