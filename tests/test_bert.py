@@ -103,3 +103,13 @@ def test_a_bert_directory_without_weights_is_a_clear_error(tmp_path, shared_data
     shutil.copy(shared_data / "bert_base_chinese_vocab" / "config.json", tmp_path / "config.json")
     with pytest.raises(ZhnerError, match="model.bert.*cannot load a pretrained BERT"):
         prepare(load_config(resolve_config("tener_resume"), TINY_TENER + [f"model.bert={tmp_path}"]), log=lambda _: None)
+
+
+@pytest.mark.parametrize("config", ["nflat_resume", "atssa_resume"])
+def test_bert_features_feed_the_other_lattice_models(tiny_bert, tmp_path, config):
+    """NFLAT and ATSSA read the same character input: with BERT they train, save and load like BERT+FLAT."""
+    metrics = train(load_config(resolve_config(config), TINY_FLAT + [f"model.bert={tiny_bert}"]), tmp_path / "run", log=lambda _: None)
+    assert metrics["test"] is not None
+    tagger = Tagger.load(tmp_path / "run")
+    assert tagger.model.embed.bert is not None
+    assert tagger.predict(["张三毕业于北京大学。"]) == Tagger.load(tmp_path / "run").predict(["张三毕业于北京大学。"])

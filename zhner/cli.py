@@ -154,6 +154,10 @@ def predict(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
+    memory_mb: Optional[float] = typer.Option(
+        None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
+        "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
+    ),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -162,7 +166,7 @@ def predict(
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
     tagger = Tagger.load(resolve_model_dir(model_dir))
-    predict_stream(tagger, input_file, output, fmt, batch_size)
+    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb)
 
 
 @app.command("export")

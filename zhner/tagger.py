@@ -8,7 +8,6 @@ A model directory holds config.yaml, vocab.json, model.safetensors, metrics.json
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus, Sentence
+from zhner.data.longtext import split_long_text, stitch
 from zhner.data.schemes import convert_tags, tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import NERScorer
@@ -31,9 +31,10 @@ from zhner.nn.crf import allowed_transitions
 from zhner.train.config import Config, config_from_dict, dump_config
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
-MAX_CHUNK = 256  # characters per model call at prediction; longer text is split at sentence ends, then windows
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
-_SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
+MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
+OVERLAP = 32  # characters shared by neighbouring windows inside an over-long sentence (at most a quarter of a window)
+MIN_CHUNK = 16
 # the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
 DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
 
@@ -133,18 +134,31 @@ class Tagger:
                 out[i] = [self.featurizer.tags[t] for t in path]
         return out  # type: ignore[return-value]
 
-    def predict(self, texts: Iterable[str], batch_size: int = 32) -> list[list[dict]]:
-        """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive."""
+    def max_chars(self, memory_mb: float = MEMORY_MB) -> int:
+        """The longest text one model call takes within `memory_mb`, by the model's own estimate (`inference_bytes`)."""
+        budget = memory_mb * 2**20
+        low, high = MIN_CHUNK, 1 << 20  # the answer is in [low, high]: binary search on a non-decreasing estimate
+        if self.model.inference_bytes(high) <= budget:
+            return high
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if self.model.inference_bytes(mid) <= budget else (low, mid - 1)
+        return low
+
+    def predict(self, texts: Iterable[str], batch_size: int = 32, memory_mb: float = MEMORY_MB) -> list[list[dict]]:
+        """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive.
+        A text longer than `max_chars(memory_mb)` is cut at sentence ends, then into overlapping windows, and the spans
+        are stitched back (zhner.data.longtext): nothing is truncated, whatever the length."""
         texts = list(texts)
-        pieces: list[tuple[int, int, str]] = []  # (text index, offset, chunk)
-        for t, text in enumerate(texts):
-            pieces.extend((t, start, chunk) for start, chunk in split_long_text(text, MAX_CHUNK))
-        tags = self.tag([list(chunk) for _, _, chunk in pieces], batch_size)
-        results: list[list[dict]] = [[] for _ in texts]
-        for (t, offset, _), chunk_tags in zip(pieces, tags):
-            text = texts[t]
-            for s, e, label in tags_to_spans(chunk_tags, self.featurizer.scheme, strict=True):
-                results[t].append({"type": label, "start": offset + s, "end": offset + e, "text": text[offset + s : offset + e]})
+        max_len = self.max_chars(memory_mb)
+        overlap = min(OVERLAP, max_len // 4)
+        pieces = [split_long_text(text, max_len, overlap) for text in texts]
+        flat = [list(chunk) for text_pieces in pieces for _, chunk in text_pieces]
+        tags = iter(self.tag(flat, batch_size))
+        results: list[list[dict]] = []
+        for text, text_pieces in zip(texts, pieces):
+            spans = [tags_to_spans(next(tags), self.featurizer.scheme, strict=True) for _ in text_pieces]
+            results.append([{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in stitch(text_pieces, spans)])
         return results
 
     def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
@@ -158,27 +172,6 @@ class Tagger:
 
 def _convert(sent: Sentence, source: str, target: str) -> list[str]:
     return list(sent.tags or []) if source == target else convert_tags(sent.tags or [], source, target)
-
-
-def split_long_text(text: str, max_len: int) -> list[tuple[int, str]]:
-    """Cut text into (offset, chunk) pieces of at most max_len characters: at sentence ends where possible,
-    otherwise in plain windows. Pieces cover the text exactly, so offsets map back without loss."""
-    if len(text) <= max_len:
-        return [(0, text)]
-    cuts = [m.end() for m in _SENTENCE_END.finditer(text) if m.end() < len(text)] + [len(text)]
-    pieces: list[tuple[int, str]] = []
-    piece_start = last_cut = 0  # the open piece starts at piece_start and can end at last_cut
-    for cut in cuts:
-        if cut - piece_start > max_len and last_cut > piece_start:
-            pieces.append((piece_start, text[piece_start:last_cut]))
-            piece_start = last_cut
-        while cut - piece_start > max_len:  # one sentence longer than max_len: hard windows
-            pieces.append((piece_start, text[piece_start : piece_start + max_len]))
-            piece_start += max_len
-        last_cut = cut
-    if piece_start < len(text):
-        pieces.append((piece_start, text[piece_start:]))
-    return pieces
 
 
 def _read_yaml(path: Path) -> dict:

@@ -22,7 +22,9 @@ import torch
 from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, atomic_write_text
-from zhner.tagger import MAX_CHUNK, Tagger
+from zhner.tagger import Tagger
+
+MAX_CHARS = 256  # one heatmap's queries x keys: longer text would not be readable
 
 
 def selective_maps(tagger: Tagger, text: str) -> dict:
@@ -31,8 +33,8 @@ def selective_maps(tagger: Tagger, text: str) -> dict:
     model = tagger.model
     if not hasattr(model, "selectors") or not model.selectors():
         raise ZhnerError(f"model {tagger.config.model.name!r} has no selective attention to plot (an ATSSA model with selective: true)")
-    if not text or len(text) > MAX_CHUNK:
-        raise ZhnerError(f"text must have 1 to {MAX_CHUNK} characters (got {len(text)})")
+    if not text or len(text) > MAX_CHARS:
+        raise ZhnerError(f"text must have 1 to {MAX_CHARS} characters (got {len(text)})")
     chars = list(text)
     featurizer = tagger.featurizer
     model.eval()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
+from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.models.modeling_tener import TENER, TENERConfig
 
 MODELS = {
@@ -11,4 +12,5 @@ MODELS = {
     "bilstm_crf": (BiLSTMCRFConfig, BiLSTMCRF),
     "flat": (FLATConfig, FLAT),
     "atssa": (ATSSAConfig, ATSSA),
+    "nflat": (NFLATConfig, NFLAT),
 }

@@ -20,9 +20,8 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger
+from zhner.models.base import ModelConfig, SequenceTagger, char_input
 from zhner.nn.attention import RelativeSelfAttention
-from zhner.nn.embedding import CharBigramEmbedding
 from zhner.nn.encoder import TransformerLayer
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.word_fusion import WordFusion
@@ -54,9 +53,7 @@ class ATSSA(SequenceTagger):
         self.config = config
         d_model = config.heads * config.head_dim
         word_dim = config.word_dim or config.char_dim
-        self.embed = CharBigramEmbedding(
-            vocab_sizes["chars"], config.char_dim, vocab_sizes.get("bigrams", 0), config.bigram_dim, config.embed_dropout
-        )
+        self.embed = char_input(config, vocab_sizes)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.fusion = WordFusion(self.embed.out_dim, word_dim, d_model, config.heads)
@@ -90,7 +87,7 @@ class ATSSA(SequenceTagger):
         if "words" not in batch:
             raise ZhnerError("ATSSA needs lexicon words in the batch (a featurizer built with a lexicon)")
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"))  # [B, L, d_char]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, d_char]
         words = self.word_dropout(self.words(batch["words"]))  # [B, W, d_word]
         xw = self.fusion(x, words, batch["word_starts"], batch["word_ends"], batch["word_mask"])  # [B, L, D]
         h = self.in_proj(torch.cat([x, xw], dim=-1))  # [B, L, D]

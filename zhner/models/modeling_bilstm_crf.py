@@ -50,7 +50,7 @@ class BiLSTMCRF(SequenceTagger):
         if self.config.layers != 1:
             raise ZhnerError("exporting BiLSTM-CRF supports model.layers=1 only", "config")
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"))  # [B, L, E]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, E]
         L, H = x.shape[1], self.config.hidden
         shift = L - mask.sum(1, keepdim=True)  # [B, 1] padding length
         positions = torch.arange(L, device=x.device)[None, :]  # [1, L]

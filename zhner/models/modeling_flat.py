@@ -15,6 +15,7 @@ Sizes and optimisation per dataset live in configs/flat_<dataset>.yaml.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger, char_input
+from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes, char_input
 from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
@@ -128,6 +129,14 @@ class FLAT(SequenceTagger):
         tails = torch.cat([positions, batch["word_ends"]], dim=1)  # [B, N]
         span_mask = torch.cat([mask, batch["word_mask"]], dim=1)  # [B, N]
         return torch.cat([x_chars, x_words], dim=1), heads, tails, span_mask
+
+    def inference_bytes(self, length: int) -> int:
+        N = length + math.ceil(WORDS_PER_CHAR * length)  # spans
+        D = self.config.heads * self.config.head_dim
+        scores = attention_bytes(self.config.heads, N if self.config.layers > 1 else length, N)  # last layer: characters
+        index = 8 * length * N if self.config.layers == 1 else 8 * N * N  # the pairs' position rows (int64)
+        table = 2 * FLOAT * (2 * length + 1) * 33 * D  # R rows for (distance, length difference), and a copy
+        return super().inference_bytes(length) + scores + index + table
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._emissions(batch, traceable=False)

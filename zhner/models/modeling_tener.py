@@ -10,7 +10,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from zhner.models.base import ModelConfig, SequenceTagger, char_input
+from zhner.models.base import ModelConfig, SequenceTagger, attention_bytes, char_input
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.encoder import TransformerLayer
 
@@ -44,6 +44,11 @@ class TENER(SequenceTagger):
         )
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(d_model, num_tags)
+
+    def inference_bytes(self, length: int) -> int:
+        # [H, L, L] scores counted as if materialised (they are when training with attention dropout; the fused
+        # inference kernel needs less): a conservative bound that also keeps the quadratic time of one call in check
+        return super().inference_bytes(length) + attention_bytes(self.config.heads, length, length)
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]

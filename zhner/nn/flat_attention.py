@@ -26,7 +26,7 @@ Cost (exactly the equations above, computed in a cheaper order):
 2. With l = tail - head, all four distances are functions of (d_hh, l_i, l_j), and a batch holds few distinct span lengths
    (n_l ~ 4-8). So the sum and the ReLU are taken once per distinct (d_hh, l_i, l_j) -- a [(2M+1) n_l^2, d_model] table --
    and each pair only stores the row index of its value ([B, N, N] integers). ff_two needs only (d_hh, l_i - l_j):
-   a [(2M+1) (2 l_max + 1), d_model] table. Computed once per forward, shared by the layers.
+   a [(2M+1) n_delta, d_model] table over the length differences that occur. Computed once per forward, shared by the layers.
 3. W_{k,R} is folded into the query: (q_i + v) . (W_{k,R} R_ij) = (W_{k,R}^T (q_i + v)) . R_ij, so the position term is a
    batched product of [B, N, H, d_model] queries with the gathered R rows (B N^2 H d_model multiply-adds) rather than a
    projection of every R_ij (B N^2 d_model^2). The rows are gathered a few queries at a time and dropped after use
@@ -36,6 +36,11 @@ Cost (exactly the equations above, computed in a cheaper order):
 
 Options reproduce the authors' release (DESIGN.md): `scaled=False` (no 1/sqrt(d_head)), `project_k=False` (K = the input,
 W_{k,E} = identity), `out_proj=False` (no output projection).
+
+Queries and keys may be two different span sequences: NFLAT's inter-attention (zhner/nn/interformer.py) has character
+queries and lexicon-word keys, with R_ij from (head_i - head_j, tail_i - tail_j) of a character i and a word j (NFLAT Eq. 4),
+the same ff_two fusion. `SpanPositionEncoding(..., key_heads=, key_tails=)` and `FlatRelativeAttention.attend(queries, keys)`
+serve both; FLAT's self-attention is the case keys = queries.
 """
 from __future__ import annotations
 
@@ -60,10 +65,14 @@ FUSION_KINDS: dict[str, tuple[str, ...]] = {
 MLD_DISTANCE = 10  # FLAT_mld (Table 2): no attention between spans whose heads are more than 10 characters apart
 
 
-def span_distances(heads: torch.Tensor, tails: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Eq. 4-7, query minus key: heads/tails [B, N] -> {"hh", "ht", "th", "tt"}: [B, N, N], entry [b, i, j] for query i, key j."""
+def span_distances(
+    heads: torch.Tensor, tails: torch.Tensor, key_heads: torch.Tensor | None = None, key_tails: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Eq. 4-7, query minus key: heads/tails [B, N] (keys [B, M], default the queries) -> {"hh", "ht", "th", "tt"}: [B, N, M],
+    entry [b, i, j] for query i, key j."""
+    key_heads, key_tails = (heads, tails) if key_heads is None else (key_heads, key_tails)
     h_q, t_q = heads[:, :, None], tails[:, :, None]
-    h_k, t_k = heads[:, None, :], tails[:, None, :]
+    h_k, t_k = key_heads[:, None, :], key_tails[:, None, :]
     return {"hh": h_q - h_k, "ht": h_q - t_k, "th": t_q - h_k, "tt": t_q - t_k}
 
 
@@ -126,23 +135,45 @@ class SpanPositionEncoding(nn.Module):
         projected = torch.matmul(table, weight.transpose(1, 2))  # [n, K, D_out]
         return torch.cat([projected[:1] + self.fuse.bias, projected[1:]], dim=0)
 
-    def forward(self, heads: torch.Tensor, tails: torch.Tensor, max_distance: int) -> SpanPositions:
-        """heads, tails [B, N] (long, within [0, max_distance]) -> SpanPositions; max_distance = longest sentence - 1."""
+    def forward(
+        self,
+        heads: torch.Tensor,
+        tails: torch.Tensor,
+        max_distance: int,
+        key_heads: torch.Tensor | None = None,
+        key_tails: torch.Tensor | None = None,
+        zero_key: bool = False,
+    ) -> SpanPositions:
+        """Query spans heads, tails [B, N] and key spans key_heads, key_tails [B, M] (default: the queries), all long within
+        [0, max_distance] (= longest sentence - 1) -> SpanPositions with index [B, N, M].
+        zero_key: prepend one key at distance 0 from every query (NFLAT's <non_word>): index [B, N, 1 + M]."""
         M = max_distance
-        d_hh = heads[:, :, None] - heads[:, None, :]  # [B, N, N], Eq. 4
+        key_heads, key_tails = (heads, tails) if key_heads is None else (key_heads, key_tails)
+        d_hh = heads[:, :, None] - key_heads[:, None, :]  # [B, N, M], Eq. 4
         if self.kinds == ("hh",):  # FLAT_head: R_ij = ReLU(W_r p_hh + b_r)
-            return SpanPositions(torch.relu(self.projected_tables(M)[0]), d_hh + M)
-        if self.kinds == ("hh", "tt"):  # ff_two: R depends on (d_hh, d_tt - d_hh = l_i - l_j) only
-            longest = int((tails - heads).max())
-            M2 = M + longest  # d_tt = d_hh + (l_i - l_j) reaches beyond +-M in the table (not in real pairs)
+            return _with_zero_key(SpanPositions(torch.relu(self.projected_tables(M)[0]), d_hh + M), M, zero_key)
+        if self.kinds == ("hh", "tt"):  # ff_two: R depends on (d_hh, delta = d_tt - d_hh = l_i - l_j) only
+            q_len, k_len = torch.unique(tails - heads), torch.unique(key_tails - key_heads)
+            # only the deltas that occur (NFLAT's character queries: -l_j for the word lengths present, ~8 values)
+            deltas = torch.unique(torch.cat([(q_len[:, None] - k_len[None, :]).flatten(), q_len.new_zeros(1)]))  # [n_d]
+            longest = int(max(q_len.max(), k_len.max()))
+            M2 = M + longest  # d_tt = d_hh + delta reaches beyond +-M in the table (not in real pairs)
             tables = self.projected_tables(M2)  # [2, 2*M2+1, D]
             d = torch.arange(-M, M + 1, device=heads.device)[:, None]  # [2M+1, 1]
-            delta = torch.arange(-longest, longest + 1, device=heads.device)[None, :]  # [1, 2*longest+1]
-            pre = tables[0][(d + M2).expand(-1, delta.shape[1])] + tables[1][d + delta + M2]  # [2M+1, 2*longest+1, D]
-            d_tt = tails[:, :, None] - tails[:, None, :]  # Eq. 7
-            index = (d_hh + M) * delta.shape[1] + (d_tt - d_hh + longest)  # [B, N, N]
-            return SpanPositions(torch.relu(pre).reshape(-1, self.d_model), index)
-        lengths, length_id = torch.unique(tails - heads, sorted=True, return_inverse=True)  # [n_l], [B, N]
+            pre = tables[0][(d + M2).expand(-1, deltas.numel())]  # [2M+1, n_d, D]; built in place: it is the big one
+            table = pre.add_(tables[1][d + deltas[None, :] + M2]).relu_().reshape(-1, self.d_model)
+            delta_id = torch.full((2 * longest + 1,), -1, dtype=torch.long, device=heads.device)
+            delta_id[deltas + longest] = torch.arange(deltas.numel(), device=heads.device)  # delta -> its column
+            d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
+            index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
+            zero = M * deltas.numel() + int(delta_id[longest])  # the row of (d_hh, d_tt) = (0, 0)
+            return _with_zero_key(SpanPositions(table, index), zero, zero_key)
+        if zero_key:  # all four distances 0 needs a query span of length 1 (a character); only ff_two/head are needed
+            raise ValueError(f"zero_key needs position fusion ff_two or head, not {self.fusion}")
+        N = heads.shape[1]
+        both = torch.cat([tails - heads, key_tails - key_heads], dim=1)
+        lengths, both_id = torch.unique(both, sorted=True, return_inverse=True)  # [n_l], [B, N + M]
+        length_id, key_length_id = both_id[:, :N], both_id[:, N:]
         n_l, longest = lengths.numel(), int(lengths[-1])
         M2 = M + longest  # d + l_i and d - l_j reach beyond +-M
         tables = self.projected_tables(M2)  # [n, 2*M2+1, D]
@@ -151,7 +182,7 @@ class SpanPositionEncoding(nn.Module):
         offsets = {"hh": d, "th": d + l_q, "ht": d - l_k, "tt": d + l_q - l_k}  # Eq. 4-7 in terms of (d, l_i, l_j)
         pre = sum(tables[k][(offsets[kind] + M2).expand(-1, n_l, n_l)] for k, kind in enumerate(self.kinds))
         table = torch.relu(pre).reshape(-1, self.d_model)  # [(2M+1) * n_l * n_l, D], Eq. 8
-        index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + length_id[:, None, :]  # [B, N, N]
+        index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + key_length_id[:, None, :]  # [B, N, M]
         return SpanPositions(table, index)
 
     def dense(self, heads: torch.Tensor, tails: torch.Tensor, max_distance: int) -> DensePositions:
@@ -163,11 +194,22 @@ class SpanPositionEncoding(nn.Module):
         pre = sum(F.embedding(dist[kind] + M, tables[k]) for k, kind in enumerate(self.kinds))  # [B, N, N, D]
         return DensePositions(torch.relu(pre))
 
-    def naive(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
-        """Eq. 8 as written (concatenate the kinds' sinusoids [B, N, N, n*D], Linear, ReLU): the reference for tests."""
-        dist = span_distances(heads, tails)
+    def naive(
+        self, heads: torch.Tensor, tails: torch.Tensor, key_heads: torch.Tensor | None = None, key_tails: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Eq. 8 as written (concatenate the kinds' sinusoids [B, N, M, n*D], Linear, ReLU): the reference for tests."""
+        dist = span_distances(heads, tails, key_heads, key_tails)
         cat = torch.cat([sinusoid(dist[kind], self.d_model) for kind in self.kinds], dim=-1)
         return torch.relu(self.fuse(cat.to(self.fuse.weight.dtype)))
+
+
+def _with_zero_key(positions: SpanPositions, zero_row: int, zero_key: bool) -> SpanPositions:
+    """Prepend a key column that points every query at table row `zero_row` (R of distance 0)."""
+    if not zero_key:
+        return positions
+    index = positions.index
+    column = index.new_full((index.shape[0], index.shape[1], 1), zero_row)
+    return SpanPositions(positions.table, torch.cat([column, index], dim=2))
 
 
 _CHUNK_ELEMENTS = 1 << 18  # CPU: gathered R elements per chunk of query rows (1 MiB of float32: stays in a core's L2 cache)
@@ -258,9 +300,10 @@ def span_attention_mask(
 
 
 class FlatRelativeAttention(nn.Module):
-    """Multi-head self-attention over spans with Eq. 11's scores.
+    """Multi-head attention over spans with Eq. 11's scores (NFLAT Eq. 1-3, 7-8 for two sequences).
 
-    forward(x [B, N, D], positions: SpanPositions, allowed [B, 1, N] or [B, N, N], num_queries Q) -> [B, Q, D]."""
+    forward(x [B, N, D], positions, allowed, num_queries Q) -> [B, Q, D]: self-attention (FLAT).
+    attend(queries [B, Q, D], keys [B, N, D], positions or None, allowed) -> [B, Q, D]: any two sequences (NFLAT)."""
 
     def __init__(
         self,
@@ -270,18 +313,24 @@ class FlatRelativeAttention(nn.Module):
         scaled: bool = True,
         project_k: bool = True,
         out_proj: bool = True,
+        relative: bool = True,
         selector: SelectiveAttention | None = None,
     ):
+        """relative=False: no position term and no W_{k,R}, v (NFLAT's -RPE ablation)."""
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
         self.d_model, self.heads, self.head_dim = d_model, heads, d_model // heads
         self.project_k = project_k
         self.qkv = nn.Linear(d_model, (3 if project_k else 2) * d_model)  # W_q, (W_{k,E}), W_v
-        self.w_r = nn.Parameter(torch.empty(heads, self.head_dim, d_model))  # W_{k,R}: [d_head, d_model] per head
-        nn.init.kaiming_uniform_(self.w_r.view(d_model, d_model), a=5**0.5)  # as nn.Linear(d_model, d_model)
+        # created in this order (W_{k,R}, u, v) so that seeds give FLAT the same initial weights as before NFLAT
+        self.w_r = self.v = None
+        if relative:
+            self.w_r = nn.Parameter(torch.empty(heads, self.head_dim, d_model))  # W_{k,R}: [d_head, d_model] per head
+            nn.init.kaiming_uniform_(self.w_r.view(d_model, d_model), a=5**0.5)  # as nn.Linear(d_model, d_model)
         self.u = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
-        self.v = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
+        if relative:
+            self.v = nn.Parameter(nn.init.xavier_normal_(torch.empty(heads, self.head_dim)))
         self.dropout = nn.Dropout(dropout)
         self.scale = self.head_dim**-0.5 if scaled else 1.0
         self.out = nn.Linear(d_model, d_model) if out_proj else None
@@ -304,34 +353,61 @@ class FlatRelativeAttention(nn.Module):
         """x [B, N, D] -> [B, Q, D], the outputs of the first Q = num_queries spans (default all N); every span is a key.
         allowed: [B, 1, N] or [B, N, N] (True = query may attend to key), see `span_attention_mask`.
         span_mask [B, N] (real spans) is needed only with a selector (its L1 term counts real queries)."""
-        B, N, D = x.shape
-        Q = N if num_queries is None else num_queries
+        Q = x.shape[1] if num_queries is None else num_queries
+        query_mask = span_mask[:, :Q] if span_mask is not None else None
+        return self.attend(x[:, :Q], x, positions, allowed if allowed.shape[1] == 1 else allowed[:, :Q], query_mask)
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        positions: SpanPositions | DensePositions | None,
+        allowed: torch.Tensor,
+        query_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """queries [B, Q, D] attend to keys [B, N, D] -> [B, Q, D] (NFLAT Eq. 1-3: Q from one sequence, K, V from the other).
+        positions: R of the (query, key) pairs, index [B, Q, N]; None drops the position term (NFLAT's -RPE ablation).
+        allowed [B, 1, N] or [B, Q, N]. A query with no allowed key gets a zero output (NFLAT -TAG on a sentence without
+        lexicon words: the release zeroes such rows after its softmax). A selector (ATSSA) needs self-attention (the
+        queries are the first Q keys) and query_mask [B, Q]."""
+        (B, Q, D), N = queries.shape, keys.shape[1]
         H, d = self.heads, self.head_dim
         weight, bias = self.qkv.weight, self.qkv.bias
-        q = F.linear(x[:, :Q], weight[:D], bias[:D]).view(B, Q, H, d)  # W_q, only for the queries needed
-        kv = F.linear(x, weight[D:], bias[D:])
+        q = F.linear(queries, weight[:D], bias[:D]).view(B, Q, H, d)  # W_q
+        kv = F.linear(keys, weight[D:], bias[D:])
         if self.project_k:
             k, v = kv.view(B, N, 2, H, d).unbind(2)  # [B, N, H, d] each
         else:  # the release: K is the layer input itself
-            k, v = x.reshape(B, N, H, d), kv.view(B, N, H, d)
+            k, v = keys.reshape(B, N, H, d), kv.view(B, N, H, d)
         scores = torch.matmul((q + self.u).transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, H, Q, N]: (q_i + u) . k_j
-        scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11
+        if (positions is None) != (self.w_r is None):
+            raise ValueError("positions are required exactly when the attention is relative")
+        if positions is not None:
+            scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11 / NFLAT Eq. 3
         if self.scale != 1.0:
             scores = scores.mul_(self.scale)
-        allowed_q = allowed if allowed.shape[1] == 1 else allowed[:, :Q]  # [B, 1|Q, N]
         if self.selector is not None:
-            if span_mask is None:
+            if query_mask is None:
                 raise ValueError("FlatRelativeAttention with a selector needs span_mask")
-            attn = self.selector(scores, x, allowed_q, span_mask[:, :Q])
+            attn = self.selector(scores, keys, allowed, query_mask)
         else:
-            attn = torch.softmax(scores.masked_fill_(~allowed_q[:, None], float("-inf")), dim=-1)
+            has_key = allowed.any(-1, keepdim=True)  # [B, 1|Q, 1]
+            exporting = torch.compiler.is_exporting()  # no branching on data: the graph must hold for any input
+            empty_rows = exporting or not bool(has_key.all())
+            if empty_rows:  # let empty rows see everything (a finite softmax), then zero their weights below
+                allowed = allowed | ~has_key
+            if exporting or not bool(allowed.all()):
+                scores = scores.masked_fill_(~allowed[:, None], float("-inf"))
+            attn = torch.softmax(scores, dim=-1)
+            if empty_rows:
+                attn = attn * has_key[:, None]
         attn = self.dropout(attn)
         out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, D)  # [B, Q, D]
         return self.out(out) if self.out is not None else out
 
 
 class FlatEncoderLayer(nn.Module):
-    """Post-norm layer: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FFN(x))).
+    """Post-norm layer: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FFN(x))) (NFLAT Eq. 9-10 with `memory`: x attends to it).
 
     residual=False reproduces the release, whose post-processing adds the sublayer output to itself: LN(2 * sublayer)."""
 
@@ -346,14 +422,21 @@ class FlatEncoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: SpanPositions | DensePositions,
+        positions: SpanPositions | DensePositions | None,
         allowed: torch.Tensor,
         num_queries: int | None = None,
         span_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x [B, N, D] -> [B, Q, D]: only the first Q spans are updated (the last layer needs the characters only)."""
-        Q = x.shape[1] if num_queries is None else num_queries
-        a = self.dropout(self.attention(x, positions, allowed, Q, span_mask))
+        """Self-attention (memory None): x [B, N, D] -> [B, Q, D], only the first Q spans are updated (the last layer needs
+        the characters only); span_mask [B, N] only for a selector. Cross-attention: x [B, Q, D] attends to memory
+        [B, N, D] -> [B, Q, D]."""
+        if memory is None:
+            Q = x.shape[1] if num_queries is None else num_queries
+            a = self.dropout(self.attention(x, positions, allowed, Q, span_mask))
+        else:
+            a = self.dropout(self.attention.attend(x, memory, positions, allowed))
+            Q = x.shape[1]
         x = x[:, :Q]
         x = self.norm1(x + a if self.residual else a + a)
         f = self.dropout(self.ffn(x))

@@ -51,8 +51,12 @@ def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio"
     return "".join(f"{ch}\t{tag}\n" for ch, tag in zip(text, tags)) + "\n"
 
 
-def predict_stream(tagger, source: str, output: Path | None, fmt: str = "jsonl", batch_size: int = 32) -> int:
-    """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines."""
+def predict_stream(
+    tagger, source: str, output: Path | None, fmt: str = "jsonl", batch_size: int = 32, memory_mb: float | None = None
+) -> int:
+    """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines.
+    memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default."""
+    options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
     total = None
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
@@ -62,7 +66,7 @@ def predict_stream(tagger, source: str, output: Path | None, fmt: str = "jsonl",
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
         for chunk in chunks((text for _, text in _lines(source)), CHUNK_LINES, CHUNK_CHARS):
-            count += _flush(tagger, chunk, out, fmt, scheme, batch_size, bar)
+            count += _flush(tagger, chunk, out, fmt, scheme, options, bar)
     return count
 
 
@@ -85,8 +89,8 @@ def _stdout() -> IO[str]:
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=False, write_through=True)
 
 
-def _flush(tagger, texts: list[str], out: IO[str], fmt: str, scheme: str, batch_size: int, bar) -> int:
-    for text, entities in zip(texts, tagger.predict(texts, batch_size)):
+def _flush(tagger, texts: list[str], out: IO[str], fmt: str, scheme: str, options: dict, bar) -> int:
+    for text, entities in zip(texts, tagger.predict(texts, **options)):
         out.write(format_record(text, entities, fmt, scheme))
     bar.update(sum(len(t.encode("utf-8")) + 1 for t in texts))
     out.flush()

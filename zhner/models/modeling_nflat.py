@@ -1,0 +1,97 @@
+"""NFLAT (Wu et al., "NFLAT: Non-Flat-Lattice Transformer for Chinese NER"): characters take in the lexicon words matched
+in the sentence through an InterFormer (zhner/nn/interformer.py), then a TENER encoder over characters only, then a CRF.
+
+    chars [B, n] -> [char emb ; bigram emb] -> Dropout(char) -> Linear -> X^C [B, n, D]   heads = tails = 0..n-1
+    words [B, m] -> word emb -> Dropout(word) -> Linear          -> X^W [B, m, D]          heads/tails = word_starts/ends
+    X^C = InterFormer(X^C attends to [<non_word> ; X^W])   scores [B, H, n, 1 + m]        (Eq. 1-10)
+    X^C = TENER encoder(X^C)                               scores [B, H', n, n]           (Section IV-B)
+    -> Linear -> emissions [B, n, T] -> CRF
+
+FLAT's lattice self-attention is (n + m)^2 per head; NFLAT's is n (m + 1) + n^2 (Section V-F).
+Following the release: 1 InterFormer + 1 TENER layer (`layers` sets both), FFN 2H, unscaled attention, `less_head` halves
+the TENER heads (is_less_head). Per-dataset values live in configs/nflat_<dataset>.yaml.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from zhner.errors import ZhnerError
+from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes, char_input
+from zhner.nn.attention import RelativeSelfAttention
+from zhner.nn.encoder import TransformerLayer
+from zhner.nn.interformer import InterFormer
+
+
+class NFLATConfig(ModelConfig):
+    name: Literal["nflat"] = "nflat"
+    heads: int = Field(8, ge=1)  # inter-attention heads
+    head_dim: int = Field(16, ge=1)
+    layers: int = Field(1, ge=1)  # InterFormer layers, and TENER layers
+    less_head: bool = False  # TENER encoder with heads // 2 (the release's is_less_head = 2)
+    ff_ratio: float = Field(2.0, gt=0)
+    dropout: float = 0.2  # FFN and sublayer outputs in both encoders
+    attn_dropout: float = 0.0  # on the attention weights of both encoders
+    fc_dropout: float = 0.0  # before the output layer
+    word_dropout: float = 0.5  # on word embeddings (embed_dropout is the character one)
+    rpe: bool = True  # False: no relative position in inter-attention (Table IV, -RPE)
+    non_word: bool = True  # False: no <non_word> key (Table IV, -TAG)
+    word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+
+
+class NFLAT(SequenceTagger):
+    def __init__(self, config: NFLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
+        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        if "words" not in vocab_sizes:
+            raise ZhnerError("NFLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
+        self.config = config
+        d_model = config.heads * config.head_dim
+        d_ff = int(config.ff_ratio * d_model)
+        self_heads = config.heads // 2 if config.less_head else config.heads
+        if self_heads < 1 or d_model % self_heads:
+            raise ZhnerError(f"model.less_head: {config.heads} // 2 heads do not divide d_model {d_model}", "config")
+        word_dim = config.word_dim or config.char_dim
+        self.embed = char_input(config, vocab_sizes)
+        self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
+        self.word_dropout = nn.Dropout(config.word_dropout)
+        self.char_proj = nn.Linear(self.embed.out_dim, d_model)
+        self.word_proj = nn.Linear(word_dim, d_model)
+        self.interformer = InterFormer(
+            d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout, config.rpe, config.non_word
+        )
+        self.encoder = nn.ModuleList(
+            TransformerLayer(RelativeSelfAttention(d_model, self_heads, config.attn_dropout), d_model, d_ff, config.dropout)
+            for _ in range(config.layers)
+        )
+        self.fc_dropout = nn.Dropout(config.fc_dropout)
+        self.out = nn.Linear(d_model, num_tags)
+
+    def pretrained_tables(self) -> dict[str, nn.Embedding]:
+        return self.embed.tables() | {"words": self.words}
+
+    def inference_bytes(self, length: int) -> int:
+        keys = math.ceil(WORDS_PER_CHAR * length) + 1  # words and <non_word>
+        D = self.config.heads * self.config.head_dim
+        inter = attention_bytes(self.config.heads, length, keys) + 8 * length * keys  # scores, position rows (int64)
+        table = 2 * FLOAT * (2 * length + 1) * 16 * D  # R rows for (distance, word length), and a copy
+        tener = attention_bytes(self.encoder[0].attention.heads, length, length)  # as TENER.inference_bytes
+        return super().inference_bytes(length) + inter + table + tener
+
+    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if "words" not in batch:
+            raise ZhnerError("NFLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
+        chars, mask = batch["chars"], batch["mask"]  # [B, n]
+        B, n = chars.shape
+        x = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids")))  # [B, n, D]
+        w = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, m, D]
+        positions = torch.arange(n, device=chars.device).expand(B, n)  # a character's head and tail are its index
+        x = self.interformer(
+            x, positions, positions, w, batch["word_starts"], batch["word_ends"], batch["word_mask"], max_distance=n - 1
+        )
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.out(self.fc_dropout(x))  # [B, n, T]
