@@ -24,10 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from zhner.data.batching import budget_batches
 from zhner.errors import ZhnerError
 from zhner.models.base import SequenceTagger
-from zhner.tagger import Tagger
+from zhner.tagger import Tagger, tag_in_batches
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
@@ -178,17 +177,8 @@ class OnnxTagger(Tagger):
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 
     def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
-        out: list[list[str] | None] = [None] * len(sentences)
-        lengths = [len(s) for s in sentences]
-        for idx in budget_batches(lengths, batch_size, ONNX_MAX_CELLS):
-            todo = [i for i in idx if lengths[i] > 0]
-            for i in idx:
-                if lengths[i] == 0:
-                    out[i] = []
-            if not todo:
-                continue
-            batch = self.featurizer.collate([self.featurizer.encode(sentences[i]) for i in todo])
+        def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
             emissions, start, trans, end = self.emissions(batch)
-            for i, path in zip(todo, viterbi(emissions, [lengths[i] for i in todo], start, trans, end)):
-                out[i] = [self.featurizer.tags[t] for t in path]
-        return out  # type: ignore[return-value]
+            return viterbi(emissions, lengths, start, trans, end)
+
+        return tag_in_batches(self.featurizer, sentences, batch_size, ONNX_MAX_CELLS, decode)

@@ -8,7 +8,7 @@ A model directory holds config.yaml, vocab.json, model.safetensors, metrics.json
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -42,6 +42,30 @@ DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
 def default_model_dir() -> Path | None:
     """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
     return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
+
+
+def tag_in_batches(
+    featurizer: Featurizer,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int,
+    max_cells: int,
+    decode: Callable[[dict[str, torch.Tensor], list[int]], list[list[int]]],
+) -> list[list[str]]:
+    """Tag sentences in length-aware batches bounded by `max_cells` (sentences x length^2); `decode(batch, lengths)` gives
+    each sentence's tag ids. Empty sentences get [] without a model call. Shared by Tagger and zhner.export.OnnxTagger."""
+    out: list[list[str] | None] = [None] * len(sentences)
+    lengths = [len(s) for s in sentences]
+    for idx in budget_batches(lengths, batch_size, max_cells):
+        todo = [i for i in idx if lengths[i] > 0]
+        for i in idx:
+            if lengths[i] == 0:
+                out[i] = []
+        if not todo:
+            continue
+        batch = featurizer.collate([featurizer.encode(sentences[i]) for i in todo])
+        for i, path in zip(todo, decode(batch, [lengths[i] for i in todo])):
+            out[i] = [featurizer.tags[t] for t in path]
+    return out  # type: ignore[return-value]
 
 
 def build_model(config: Config, featurizer: Featurizer) -> SequenceTagger:
@@ -118,21 +142,13 @@ class Tagger:
         """Tag character sequences (each at most a few hundred characters; see `predict` for long text)."""
         self.model.eval()
         device = next(self.model.parameters()).device
-        out: list[list[str] | None] = [None] * len(sentences)
-        lengths = [len(s) for s in sentences]
-        for idx in budget_batches(lengths, batch_size, MAX_CELLS):
-            todo = [i for i in idx if lengths[i] > 0]
-            for i in idx:
-                if lengths[i] == 0:
-                    out[i] = []
-            if not todo:
-                continue
-            batch = self.featurizer.collate([self.featurizer.encode(sentences[i]) for i in todo])
+
+        def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
             if device.type != "cpu":
                 batch = {k: v.to(device) for k, v in batch.items()}
-            for i, path in zip(todo, self.model.decode(batch)):
-                out[i] = [self.featurizer.tags[t] for t in path]
-        return out  # type: ignore[return-value]
+            return self.model.decode(batch)
+
+        return tag_in_batches(self.featurizer, sentences, batch_size, MAX_CELLS, decode)
 
     def max_chars(self, memory_mb: float = MEMORY_MB) -> int:
         """The longest text one model call takes within `memory_mb`, by the model's own estimate (`inference_bytes`)."""
