@@ -119,3 +119,19 @@ def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
     evaluate(general_run, str(mapped), 64)
     assert from_source == json.loads(capsys.readouterr().out)
     assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
+
+
+def test_the_shipped_model_loads_is_small_and_tags():
+    """The model in zhner/resources/default_model/ (when this checkout ships one): under 20 MB, PER/LOC/ORG, and it finds
+    the obvious entities of a plain sentence with exact offsets."""
+    shipped = tagger_module.DEFAULT_MODEL
+    if not (shipped / "model.safetensors").is_file():
+        pytest.skip("this checkout ships no default model")
+    size = sum(p.stat().st_size for p in shipped.iterdir())
+    assert size < 20_000_000, size
+    tagger = Tagger.load(shipped)
+    assert {t[2:] for t in tagger.featurizer.tags if t != "O"} == {"PER", "LOC", "ORG"}
+    text = "李明毕业于北京大学，现在上海工作。"
+    entities = tagger.predict([text])[0]
+    assert all(text[e["start"] : e["end"]] == e["text"] for e in entities)
+    assert {(e["text"], e["type"]) for e in entities} >= {("北京大学", "ORG"), ("上海", "LOC")}
