@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.nn import flat_attention as fa
@@ -225,62 +225,25 @@ def tiny_run(shared_data):
     return prepare(config, log=lambda _: None)
 
 
-def _batch(run, sentences):
-    f = run.featurizer
-    return f.collate([f.encode(s.chars, s.tags) for s in sentences])
+
 
 
 def test_padding_invariance(tiny_run):
     model = FLAT(tiny_run.config.model.model_copy(update={"msm": True, "mld": True, "layers": 2}),
                  tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags)).eval()
-    sents = sorted(tiny_run.splits["train"].sentences, key=lambda s: len(s.chars))
-    short, long = sents[5], sents[-1]
-    alone, together = _batch(tiny_run, [short]), _batch(tiny_run, [long, short])
-    assert together["words"].shape[1] > alone["words"].shape[1] > 0
-    with torch.no_grad():
-        e_alone = model.emissions(alone)[0]
-        e_together = model.emissions(together)[1, : len(short.chars)]
-    assert torch.allclose(e_alone, e_together, atol=1e-5)
+    assert_padding_invariant(model, tiny_run)
 
 
 def test_tiny_flat_trains_and_roundtrips(tiny_run, tmp_path):
-    run = tiny_run
-    assert run.config.model.name == "flat" and run.featurizer.words is not None
-    model, sents = run.tagger.model, run.splits["train"].sentences
-    batches = [_batch(run, sents[i : i + 10]) for i in range(0, 40, 10)]
-
-    def mean_loss():
-        model.eval()
-        with torch.no_grad():
-            return sum(model(b).item() for b in batches) / len(batches)
-
-    before = mean_loss()
-    optimizer = make_optimizer(model, run.config)
-    for _ in range(3):
-        model.train()
-        for b in batches:
-            loss = model(b)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_value_(model.parameters(), 5.0)
-            optimizer.step()
-    after = mean_loss()
-    assert after < 0.8 * before, (before, after)
-
-    texts = ["张三，男，汉族，1965年出生，本科学历，现任北京大学教授。", "", "中国人民银行行长"]
-    run.tagger.save(tmp_path)
-    loaded = Tagger.load(tmp_path)
-    assert loaded.predict(texts) == run.tagger.predict(texts)
-    batch = _batch(run, sents[:4])
-    with torch.no_grad():
-        assert torch.equal(loaded.model.eval().emissions(batch), model.eval().emissions(batch))
+    assert tiny_run.config.model.name == "flat" and tiny_run.featurizer.words is not None
+    assert_trains_and_roundtrips(tiny_run, tmp_path, make_optimizer, Tagger)
 
 
 def test_compat_model_runs(tiny_run):
     cfg = FLATConfig(heads=2, head_dim=8, preset="compat", position_fusion="ff_four")
     model = FLAT(cfg, tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags))
     assert not model.crf.transitions.any() and model.layers[0].attention.out is None
-    batch = _batch(tiny_run, tiny_run.splits["train"].sentences[:6])
+    batch = lattice_batch(tiny_run, tiny_run.splits["train"].sentences[:6])
     loss = model(batch)
     loss.backward()
     assert math.isfinite(loss.item())
