@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from zhner.data.corpus import check_known_tags, read_corpus, write_conll, write_jsonl
+from zhner.data.corpus import check_known_tags, read_corpus, repair_tags, write_conll, write_jsonl
 from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
 
@@ -104,6 +104,44 @@ def test_strict_scheme_check(tmp_path):
     with pytest.raises(ZhnerError, match="breaks the BMES scheme") as err:
         read_corpus(path, strict=True)
     assert f"{path}:2:" in str(err.value)
+
+
+def test_repair_tags_keeps_the_lenient_spans(tmp_path):
+    # sentence 2 is Weibo train's kind of error: a PER.NAM entity runs into M-/E- of PER.NOM without closing
+    content = "a S-X\nb O\n\nc B-P\nd M-P\ne M-Q\nf E-Q\ng O\n\nh E-X\n"
+    corpus = read_corpus(write(tmp_path, "r.bmes", content))
+    fixed, lines = repair_tags(corpus)
+    assert lines == [6, 10]  # the first offending token of each broken sentence
+    assert fixed.sentences[0] is corpus.sentences[0]  # well-formed sentences are untouched
+    assert fixed.sentences[1].tags == ["B-P", "E-P", "B-Q", "E-Q", "O"]
+    assert fixed.sentences[2].tags == ["S-X"]
+    assert fixed.spans(strict=True) == corpus.spans(strict=False)
+    assert repair_tags(fixed)[1] == []
+
+
+def test_repaired_paths_are_allowed_by_the_crf_constraints(shared_data):
+    import torch
+
+    from zhner.data.registry import load_dataset
+    from zhner.nn.crf import CRF, allowed_transitions
+
+    train = load_dataset("weibo")["train"]
+    fixed, lines = repair_tags(train)
+    assert len(lines) == 8  # Weibo's train file has 8 sentences whose BMES tags break the scheme
+    tags = sorted({t for s in train.sentences for t in s.tags})
+    crf = CRF(len(tags), allowed_transitions(tags, "bmes"))
+    index = {t: i for i, t in enumerate(tags)}
+
+    def worst_gold_score(corpus):  # with zero emissions and transitions a path scores 0, unless it is forbidden (-1e4)
+        scores = []
+        for s in corpus.sentences:
+            ids = torch.tensor([[index[t] for t in s.tags]])
+            with torch.no_grad():
+                scores.append(float(crf.score(torch.zeros(1, len(s), len(tags)), ids, torch.ones_like(ids, dtype=torch.bool))))
+        return min(scores)
+
+    assert worst_gold_score(train) <= -1e4  # the CRF gives the broken gold paths probability 0
+    assert worst_gold_score(fixed) == 0.0
 
 
 def test_unknown_tags_against_a_label_set(tmp_path):

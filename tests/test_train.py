@@ -236,3 +236,20 @@ def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
     assert set(cut.featurizer.bigrams.to_list()) == expected
     assert len(full.featurizer.bigrams) > len(cut.featurizer.bigrams) + 100  # dev/test extras and rare bigrams are gone
     assert cut.tagger.model.embed.bigrams.weight.shape[0] == len(expected) + 2  # + <pad>, <unk>
+
+
+def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data):
+    data = tmp_path / "data"
+    data.mkdir()
+    good = "张 B-NAME\n三 E-NAME\n是 O\n人 O\n\n"
+    (data / "train.bmes").write_text(good * 6 + "李 B-NAME\n四 M-NAME\n在 M-ORG\n京 E-ORG\n\n", encoding="utf-8")
+    (data / "dev.bmes").write_text(good, encoding="utf-8")
+    (data / "test.bmes").write_text(good, encoding="utf-8")
+    lines = []
+    config = tiny(extra=[f"data.dataset={data}", "train.epochs=1", "embeddings.char_vectors=null", "embeddings.lexicon=null"])
+    metrics = train(config, tmp_path / "run", log=lines.append)
+    assert any(f"1 sentence breaks the BMES scheme ({data / 'train.bmes'}, line 33)" in line for line in lines), lines
+    # with the repaired path, the constrained CRF's loss is an ordinary NLL, not ~1e4 per broken sentence
+    first = json.loads((tmp_path / "run" / "log.jsonl").read_text().splitlines()[0])
+    assert first["train_loss"] < 100
+    assert metrics["status"] == "completed"

@@ -239,6 +239,23 @@ def _validate(corpus: Corpus, strict: bool) -> None:
                 )
 
 
+def repair_tags(corpus: Corpus) -> tuple[Corpus, list[int]]:
+    """Re-encode every labelled sentence whose tags break its scheme (e.g. BMES `B-X M-X M-Y E-Y`, an orphan `E-X`) as
+    the spans a lenient reading gives (an orphan inside/end tag starts an entity), so that a CRF with transition
+    constraints is never trained on a path it gives probability zero. Returns the corpus and the file lines repaired."""
+    repaired: list[int] = []
+    sentences = []
+    for sent in corpus.sentences:
+        bad = first_violation(sent.tags, corpus.scheme) if sent.tags else None
+        if bad is None:
+            sentences.append(sent)
+            continue
+        repaired.append(corpus.token_line(sent, bad))
+        tags = spans_to_tags(len(sent.tags), tags_to_spans(sent.tags, corpus.scheme, strict=False), corpus.scheme)
+        sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+    return Corpus(sentences, corpus.scheme, corpus.path), repaired
+
+
 def check_known_tags(corpus: Corpus, known: Iterable[str]) -> None:
     """Reject tags outside a model's label set, naming the first offending line."""
     known = set(known)

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus, map_types
+from zhner.data.corpus import Corpus, map_types, repair_tags
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -64,6 +64,14 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     if config.data.type_map:
         splits = {name: map_types(corpus, config.data.type_map) for name, corpus in splits.items()}
     splits = _truncate(splits, config)
+    splits["train"], repaired = repair_tags(splits["train"])
+    if repaired:
+        where = ", ".join(str(line) for line in repaired[:5]) + (", ..." if len(repaired) > 5 else "")
+        count = "1 sentence breaks" if len(repaired) == 1 else f"{len(repaired)} sentences break"
+        log(
+            f"train: {count} the {splits['train'].scheme.upper()} scheme ({splits['train'].path}, "
+            f"line{'s' if len(repaired) > 1 else ''} {where}); trained on the spans a lenient reading gives"
+        )
     emb = config.embeddings
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
     if vectors is not None:
