@@ -2,6 +2,7 @@
 
     python benchmarks/collect_results.py RUN_DIR [RUN_DIR ...] --command "zhner train ... -o RUN_DIR"
     python benchmarks/collect_results.py RUN_DIR ... --command "..." --merge benchmarks/results/flat_resume.json
+    python benchmarks/collect_results.py RUN_DIR ... --command "..." --variant no_ssa   # atssa_resume_no_ssa.json
     python benchmarks/collect_results.py --table      # the markdown table of every results file, for the README
     python benchmarks/collect_results.py --ablation flat_resume VARIANT=RUN_DIR ... --command "..."
 
@@ -141,8 +142,9 @@ def markdown_table() -> str:
         t = r["test"]
         epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
         f1 = f"{t['f1_strict']} ± {r['test_std']['f1_strict']}" if len(r["seeds"]) > 1 else f"{t['f1_strict']}"
+        model = f"{r['model']} ({r['variant']})" if r.get("variant") else r["model"]
         rows.append(
-            f"| {r['model']} | {r['dataset']} | {t['p']} | {t['r']} | **{f1}** | {t['f1_lenient']} | {t['span_f']} | "
+            f"| {model} | {r['dataset']} | {t['p']} | {t['r']} | **{f1}** | {t['f1_lenient']} | {t['span_f']} | "
             f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {r['train_sentences_per_s']} |"
         )
     return "\n".join(rows)
@@ -153,6 +155,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path)
     parser.add_argument("--command", help="the exact command that produced the runs")
     parser.add_argument("--note", default=None)
+    parser.add_argument("--variant", help="a config variant of the model (e.g. no_ssa): its own file and table row")
     parser.add_argument("--merge", type=Path, help="an existing results file whose recorded seeds are added")
     parser.add_argument("--table", action="store_true", help="print the markdown table of benchmarks/results/*.json")
     parser.add_argument("--ablation", metavar="NAME", help="write ablation_NAME.json from VARIANT=RUN_DIR arguments")
@@ -195,7 +198,9 @@ def main() -> None:
         }
         if args.note:
             out["note"] = args.note
-        path = RESULTS / f"{model}_{dataset}.json"
+        if args.variant:
+            out = {"model": model, "variant": args.variant} | out
+        path = RESULTS / (f"{model}_{dataset}_{args.variant}.json" if args.variant else f"{model}_{dataset}.json")
         path.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{path}: test F1 strict {out['test']['f1_strict']} lenient {out['test']['f1_lenient']}")
 

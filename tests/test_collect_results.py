@@ -66,3 +66,16 @@ def test_ablation_file_and_table(collect, tmp_path, monkeypatch, capsys):
     main(collect, monkeypatch, "--ablation-table", path)
     table = capsys.readouterr().out.splitlines()
     assert table[2].startswith("| default | **90.0** |") and table[3].startswith("| msm | **80.0** |")
+
+
+def test_a_variant_gets_its_own_file_and_row(collect, tmp_path, monkeypatch, capsys):
+    main(collect, monkeypatch, fake_run(tmp_path, 42, 90.0, 91.0), "--command", "plain")
+    main(collect, monkeypatch, fake_run(tmp_path, 43, 80.0, 81.0), "--command", "ablated", "--variant", "no_ssa")
+    plain = json.loads((tmp_path / "results" / "flat_resume.json").read_text())
+    ablated = json.loads((tmp_path / "results" / "flat_resume_no_ssa.json").read_text())
+    assert plain["test"]["f1_strict"] == 90.0 and "variant" not in plain
+    assert ablated["test"]["f1_strict"] == 80.0 and ablated["variant"] == "no_ssa" and ablated["command"] == "ablated"
+    capsys.readouterr()
+    main(collect, monkeypatch, "--table")
+    rows = capsys.readouterr().out.splitlines()
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| flat", "| flat (no_ssa)"]
