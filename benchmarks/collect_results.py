@@ -143,9 +143,10 @@ def markdown_table() -> str:
         epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
         f1 = f"{t['f1_strict']} ± {r['test_std']['f1_strict']}" if len(r["seeds"]) > 1 else f"{t['f1_strict']}"
         model = f"{r['model']} ({r['variant']})" if r.get("variant") else r["model"]
+        speed = "-" if r["train_sentences_per_s"] is None else f"{r['train_sentences_per_s']:.1f}"
         rows.append(
             f"| {model} | {r['dataset']} | {t['p']} | {t['r']} | **{f1}** | {t['f1_lenient']} | {t['span_f']} | "
-            f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {r['train_sentences_per_s']} |"
+            f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {speed} |"
         )
     return "\n".join(rows)
 
