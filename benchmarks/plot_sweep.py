@@ -42,7 +42,7 @@ def plot(summary: dict, out: Path) -> None:
     ax.set_xlabel(summary["param"])
     ax.set_ylabel("F1 (%)")
     n = max(run["test.f1_strict"]["n"] for run in summary["runs"])
-    ax.set_title(f"sweep of {summary['param']} ({n} seed(s) per value; mean ± std)")
+    ax.set_title(f"{summary['param']}: {n} seed(s) per value" + (", mean ± std" if n > 1 else ""), fontsize=10)
     ax.legend()
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
