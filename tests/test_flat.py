@@ -225,9 +225,6 @@ def tiny_run(shared_data):
     return prepare(config, log=lambda _: None)
 
 
-
-
-
 def test_padding_invariance(tiny_run):
     model = FLAT(tiny_run.config.model.model_copy(update={"msm": True, "mld": True, "layers": 2}),
                  tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags)).eval()

@@ -189,9 +189,6 @@ def tiny_run(shared_data):
     return prepare(config, log=lambda _: None)
 
 
-
-
-
 def test_padding_invariance(tiny_run):
     model = NFLAT(tiny_run.config.model, tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags)).eval()
     assert_padding_invariant(model, tiny_run)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from zhner.data.schemes import (
     Span,
+    convert_tags,
     detect_scheme,
     first_violation,
     spans_to_tags,
@@ -251,7 +252,7 @@ def repair_tags(corpus: Corpus) -> tuple[Corpus, list[int]]:
             sentences.append(sent)
             continue
         repaired.append(corpus.token_line(sent, bad))
-        tags = spans_to_tags(len(sent.tags), tags_to_spans(sent.tags, corpus.scheme, strict=False), corpus.scheme)
+        tags = convert_tags(sent.tags, corpus.scheme, corpus.scheme)  # re-encoded through its lenient spans
         sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
     return Corpus(sentences, corpus.scheme, corpus.path), repaired
 
