@@ -413,3 +413,47 @@ def test_score_files_real_resume_test_against_itself():
     assert res["span_f"] == 100.0 and res["type_acc"] == 100.0
     assert res["n_gold"] == res["n_pred"] > 0
     assert all(m["f1"] == 100.0 for m in res["per_type"].values())
+
+
+# --- lenient mode against seqeval's default mode and the Python port of conlleval -------------------------
+
+def _conlleval_counts(gold: list[list[str]], pred: list[list[str]]) -> dict[str, tuple[int, int, int]]:
+    """(correct, predicted, gold) chunks per type, from the `conlleval` package (IOBES tags, '-X-' between sentences)."""
+    from conlleval import evaluate
+
+    lines = []
+    for g, p in zip(gold, pred):
+        lines += [f"x {a} {b}" for a, b in zip(g, p)] + ["-X- O O"]
+    slots = evaluate(lines)["slots"]["chunks"]
+    return {t: (s["stats"]["correct"], s["stats"]["pred"], s["stats"]["gold"]) for t, s in slots.items()}
+
+
+def _lenient_counts(gold: list[list[str]], pred: list[list[str]], scheme: str) -> dict[str, tuple[int, int, int]]:
+    g_spans = [tags_to_spans(s, scheme, strict=False) for s in gold]
+    p_spans = [tags_to_spans(s, scheme, strict=False) for s in pred]
+    return {t: (prf.tp, prf.n_pred, prf.n_gold) for t, prf in per_type_prf(g_spans, p_spans).items()}
+
+
+@pytest.mark.parametrize("scheme", ["bmes", "bioes", "bio"])
+@pytest.mark.parametrize("seed", range(4))
+def test_lenient_matches_seqeval_default_mode_and_conlleval_port(scheme, seed):
+    """Arbitrary (mostly malformed) tag sequences: our lenient decoding finds exactly the entities of seqeval's default
+    mode and of the Python conlleval, per type; BMES is given to them as IOBES (M -> I)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    rng = random.Random(seed)
+    gold, pred = random_uniform(rng, scheme, 200)
+    for seq in gold + pred:
+        theirs = sorted((start, end + 1, t) for t, start, end in get_entities(bmes_to_iobes(seq)))
+        assert sorted(tags_to_spans(seq, scheme, strict=False)) == theirs, seq
+    as_iobes = ([bmes_to_iobes(s) for s in gold], [bmes_to_iobes(s) for s in pred])
+    assert _lenient_counts(gold, pred, scheme) == _conlleval_counts(*as_iobes)
+
+
+def test_scorer_reports_lenient_per_type():
+    scorer = NERScorer("bmes")
+    scorer.add(["B-X", "M-X", "E-X", "O"], ["B-X", "M-X", "M-X", "O"])  # pred: lenient (0,3,X), strict nothing
+    res = scorer.result()
+    assert res["per_type"]["X"] == {"p": 0.0, "r": 0.0, "f1": 0.0, "support": 1}
+    assert res["per_type_lenient"]["X"] == {"p": 100.0, "r": 100.0, "f1": 100.0, "support": 1}
+    assert "lenient, per type:" in format_report(res)

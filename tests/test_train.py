@@ -253,3 +253,18 @@ def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data
     first = json.loads((tmp_path / "run" / "log.jsonl").read_text().splitlines()[0])
     assert first["train_loss"] < 100
     assert metrics["status"] == "completed"
+
+
+def test_a_run_stuck_at_dev_f1_zero_is_reported(tmp_path, shared_data):
+    """lr 1e-9 does not learn: after collapse_epochs epochs at dev F1 0 the log says so, once, and so does metrics.json."""
+    lines = []
+    config = tiny(extra=["train.epochs=3", "train.lr=1e-9", "train.collapse_epochs=2"])
+    metrics = train(config, tmp_path / "run", log=lines.append)
+    warnings = [line for line in lines if line.startswith("warning: dev F1 has been 0 for 2 epochs")]
+    assert len(warnings) == 1 and "it is not learning" in warnings[0], lines
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert ["warning" in r for r in log] == [False, True, False]
+    assert metrics["warnings"][0] == "dev F1 0 for epochs 1-2"
+    assert "ended with dev F1 0 for its last 3 epochs" in metrics["warnings"][1]
+    # a run that learns carries no warning
+    assert train(tiny(extra=["train.epochs=1"]), tmp_path / "ok", log=lambda _: None)["warnings"] == []

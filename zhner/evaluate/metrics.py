@@ -138,9 +138,12 @@ def _pct_prf(prf: PRF) -> dict[str, float]:
 class NERScorer:
     """Accumulates gold/pred tag sequences (or spans) batch by batch; `result()` gives everything.
 
-    Tags are decoded twice: strictly (seqeval's strict mode, only well-formed entities) and leniently (fastNLP's
-    reading, an orphan I-/M-/E- starts an entity), the same decoding for gold and pred. Per-type numbers, span F
-    and type accuracy use the strict decoding.
+    Tags are decoded twice, the same way for gold and pred: strictly (only well-formed entities; equals seqeval's
+    strict mode) and leniently (an orphan I-/M-/E- starts an entity, as fastNLP reads them; equals seqeval's default
+    mode and the Python port of conlleval, `conlleval` on PyPI, with BMES read as IOBES). Perl's conlleval.pl is not
+    the same (as reported from an outside check; no conlleval.pl here): for it a same-type S->M, S->E, E->M or E->E
+    continues a chunk. Span F and type accuracy use the strict
+    decoding; per-type numbers come in both.
     """
 
     def __init__(self, scheme: str):
@@ -178,17 +181,20 @@ class NERScorer:
     def result(self) -> dict:
         """All metrics, p/r/f1/span_f/type_acc in percent rounded to 2 decimals.
 
-        `{"strict": {p, r, f1}, "lenient": {p, r, f1}, "per_type": {TYPE: {p, r, f1, support}}, "span_f",
-        "type_acc", "n_sentences", "n_gold", "n_pred"}`; support and n_gold/n_pred count strict spans.
+        `{"strict": {p, r, f1}, "lenient": {p, r, f1}, "per_type": {TYPE: {p, r, f1, support}}, "per_type_lenient":
+        {TYPE: ...}, "span_f", "type_acc", "n_sentences", "n_gold", "n_pred"}`; n_gold/n_pred count strict spans,
+        each per-type support the gold spans of its own decoding.
         """
         strict = self._strict
-        per_type = {
-            t: {**_pct_prf(prf), "support": prf.n_gold} for t, prf in strict.per_type().items()
-        }
+
+        def per_type(tally: _Tally) -> dict[str, dict]:
+            return {t: {**_pct_prf(prf), "support": prf.n_gold} for t, prf in tally.per_type().items()}
+
         return {
             "strict": _pct_prf(strict.prf()),
             "lenient": _pct_prf(self._lenient.prf()),
-            "per_type": per_type,
+            "per_type": per_type(strict),
+            "per_type_lenient": per_type(self._lenient),
             "span_f": _pct(strict.span_f().f1),
             "type_acc": _pct(strict.type_accuracy()),
             "n_sentences": strict.n_sentences,
@@ -250,14 +256,14 @@ def score_files(
 
 
 def format_report(result: dict) -> str:
-    """A conlleval-like table of a `NERScorer.result()` dict."""
+    """A table of a `NERScorer.result()` dict: micro strict and lenient, then each type strict / lenient."""
     lines = [
         f"sentences: {result['n_sentences']}; gold entities: {result['n_gold']}; "
         f"predicted entities: {result['n_pred']}",
         "",
     ]
     per_type = result.get("per_type", {})
-    width = max([len("lenient"), *(len(t) for t in per_type)])
+    width = max([len("lenient"), *(len(t) for t in per_type), *(len(t) for t in result.get("per_type_lenient", {}))])
 
     def row(name: str, m: dict, support: object) -> str:
         return f"{name:<{width}}  {m['p']:>9.2f}  {m['r']:>9.2f}  {m['f1']:>9.2f}  {support!s:>7}"
@@ -267,6 +273,10 @@ def format_report(result: dict) -> str:
     if per_type:
         lines.append("-" * len(header))
         lines += [row(t, m, m["support"]) for t, m in per_type.items()]
+    lenient_types = result.get("per_type_lenient", {})
+    if lenient_types:
+        lines += ["-" * len(header), "lenient, per type:"]
+        lines += [row(t, m, m["support"]) for t, m in lenient_types.items()]
     lines += [
         "",
         f"span F (boundaries only): {result['span_f']:.2f}",

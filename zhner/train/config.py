@@ -65,6 +65,7 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints
     max_minutes: float | None = Field(None, gt=0)  # stop at the end of the epoch that passes this budget
     threads: int = Field(1, ge=1)
+    collapse_epochs: int | None = Field(3, ge=1)  # warn when dev F1 has been 0 this many epochs in a row (null: never)
 
 
 ModelSection = Annotated[Union[tuple(cfg for cfg, _ in MODELS.values())], Field(discriminator="name")]

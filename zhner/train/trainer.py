@@ -315,6 +315,10 @@ def train(
             state["bad_epochs"] += 1
         record["best_epoch"] = state["best_epoch"]
         record["seconds"] = round(time.perf_counter() - started, 2)
+        warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label)
+        if warning:
+            record["warning"] = warning
+            log(f"warning: {warning}")
         with open(out_dir / LOG, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         log(
@@ -339,6 +343,20 @@ def train(
     return tagger.metrics
 
 
+def _collapse_warning(state: dict, dev: dict, patience: int | None, dev_label: str) -> str | None:
+    """A run whose dev F1 stays at 0 (typically a model that tags nothing, all-O) is reported, once, after `patience`
+    epochs, and again if it ends that way (see _metrics); it is not stopped, since a slow start can still escape."""
+    state["zero_epochs"] = state.get("zero_epochs", 0) + 1 if dev["strict"]["f1"] == 0 else 0
+    if not patience or state["zero_epochs"] != patience:
+        return None
+    what = "tags nothing (all-O)" if dev["n_pred"] == 0 else f"predicts {dev['n_pred']} entities, none right"
+    state.setdefault("warnings", []).append(f"{dev_label} F1 0 for epochs {state['epoch'] + 2 - patience}-{state['epoch'] + 1}")
+    return (
+        f"{dev_label} F1 has been 0 for {patience} epochs (the model {what}): it is not learning; check the learning "
+        f"rate and schedule, or wait if the loss still falls (a slow start)"
+    )
+
+
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -356,6 +374,11 @@ def _metrics(config: Config, state: dict, started: float, status: str, dev_label
         "dev": best.get("dev"),
         "test": best.get("test"),
         "train_seconds": round(time.perf_counter() - started, 1),
+        "warnings": state.get("warnings", []) + (
+            [f"ended with {dev_label} F1 0 for its last {state['zero_epochs']} epochs"]
+            if status != "running" and state.get("zero_epochs", 0) >= (config.train.collapse_epochs or 10**9)
+            else []
+        ),
     }
 
 
