@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
+from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
 from zhner.train.config import load_config
 from zhner.train.trainer import _save_checkpoint, lr_lambda, prepare, train
@@ -268,3 +269,24 @@ def test_a_run_stuck_at_dev_f1_zero_is_reported(tmp_path, shared_data):
     assert "ended with dev F1 0 for its last 3 epochs" in metrics["warnings"][1]
     # a run that learns carries no warning
     assert train(tiny(extra=["train.epochs=1"]), tmp_path / "ok", log=lambda _: None)["warnings"] == []
+
+
+def test_training_on_a_union_of_corpora_with_mapped_types(tmp_path, shared_data):
+    """data.union adds corpora (types mapped into the main one's, a null drops a type, BIO read into BMES); metrics.json
+    has each corpus's own test score beside the union's."""
+    main, more = tmp_path / "main", tmp_path / "more"
+    main.mkdir()
+    more.mkdir()
+    for split in ("train", "dev", "test"):
+        (main / f"{split}.bmes").write_text("张 B-PER\n三 E-PER\n在 O\n京 S-LOC\n\n" * 4, encoding="utf-8")
+        (more / f"{split}.bio").write_text("李 B-PER.NAM\n四 I-PER.NAM\n是 O\n哥 B-PER.NOM\n哥 I-PER.NOM\n\n" * 3, encoding="utf-8")
+    base = [f"data.dataset={main}", "train.epochs=1", "embeddings.char_vectors=null", "embeddings.lexicon=null"]
+    config = tiny(extra=[*base, f"data.union=[{{dataset: {more}, type_map: {{PER.NAM: PER, PER.NOM: null}}}}]"])
+    lines = []
+    metrics = train(config, tmp_path / "run", log=lines.append)
+    assert any(line.startswith(f"data {main} + {more}: train 7 / dev 7 / test 7") for line in lines), lines
+    assert set(metrics["test_per_corpus"]) == {str(main), str(more)}
+    tagger = Tagger.load(tmp_path / "run")
+    assert set(tagger.featurizer.tags) == {"O", *(f"{p}-{t}" for p in "BMES" for t in ("PER", "LOC"))}
+    with pytest.raises(ZhnerError, match=r"data.union.0.type_map: entity type 'PER.NOM' .* is not mapped"):
+        train(tiny(extra=[*base, f"data.union=[{{dataset: {more}, type_map: {{PER.NAM: PER}}}}]"]), tmp_path / "bad")

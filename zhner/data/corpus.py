@@ -292,8 +292,9 @@ def sentence_record(sent: Sentence, scheme: str) -> dict:
     return {"text": text, "entities": [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in spans]}
 
 
-def map_types(corpus: Corpus, type_map: dict[str, str], field: str = "data.type_map") -> Corpus:
-    """Rename entity types (e.g. MSRA's {"NR": "PER", "NS": "LOC", "NT": "ORG"}); several may map to one.
+def map_types(corpus: Corpus, type_map: dict[str, str | None], field: str = "data.type_map") -> Corpus:
+    """Rename entity types (e.g. MSRA's {"NR": "PER", "NS": "LOC", "NT": "ORG"}); several may map to one, and a type
+    mapped to None is dropped (its tags become O; e.g. Weibo's nominal mentions when only names are wanted).
     A type of the corpus that the map does not name is an error naming `field` and the first line where it occurs:
     silently keeping or dropping it would change what the model learns."""
     sentences = []
@@ -311,6 +312,20 @@ def map_types(corpus: Corpus, type_map: dict[str, str], field: str = "data.type_
                         f"{field}: entity type {label!r} of {corpus.path}:{corpus.token_line(sent, i)} is not mapped "
                         f"(the map has {', '.join(sorted(type_map)) or 'nothing'})"
                     )
-                tags.append(f"{prefix}-{type_map[label]}")
+                target = type_map[label]
+                tags.append("O" if target is None else f"{prefix}-{target}")
         sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
     return Corpus(sentences, corpus.scheme, corpus.path)
+
+
+def concat_corpora(corpora: list[Corpus], scheme: str) -> Corpus:
+    """One corpus of several (e.g. MSRA + Weibo + Resume with their types mapped to one set), in `scheme`; each sentence
+    keeps the line of its own file, and the corpus's path names them all (`a + b`)."""
+    sentences = []
+    for corpus in corpora:
+        for sent in corpus.sentences:
+            tags = sent.tags
+            if tags is not None and corpus.scheme != scheme:
+                tags = convert_tags(tags, corpus.scheme, scheme)
+            sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+    return Corpus(sentences, scheme, " + ".join(c.path for c in corpora))

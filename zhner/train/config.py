@@ -18,22 +18,42 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _check_type_map(value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+    for source, target in (value or {}).items():
+        if not _TYPE_NAME.fullmatch(source) or (target is not None and not _TYPE_NAME.fullmatch(target)):
+            raise ValueError(f"{source!r}: {target!r} is not a mapping between entity type names (letters, digits, _)")
+    return value
+
+
+class UnionPart(_Section):
+    """One more corpus trained on together with `data.dataset` (its train, dev and test are added to theirs)."""
+
+    dataset: str  # a registry name or a folder, as data.dataset
+    type_map: dict[str, str | None] | None = None  # into the main dataset's types; null drops a type (its tags -> O)
+
+    @field_validator("type_map")
+    @classmethod
+    def _types(cls, value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        return _check_type_map(value)
+
+
 class DataConfig(_Section):
     dataset: str = "resume"  # a registry name (`zhner data list`) or a folder with train/dev/test files
     data_dir: str | None = None  # where registry datasets live (default: $ZHNER_DATA, ../shared/data, the user cache)
     msra_dev: Literal["heldout", "test"] = "heldout"  # "test" = the papers' test-as-dev, labelled as such in the log
     max_train_sentences: int | None = Field(None, ge=1)  # a prefix of train, for demos and tests
     max_eval_sentences: int | None = Field(None, ge=1)
-    # rename entity types when the dataset is loaded, e.g. {NR: PER, NS: LOC, NT: ORG}; every type of the data must be named
-    type_map: dict[str, str] | None = None
+    # rename entity types when the dataset is loaded, e.g. {NR: PER, NS: LOC, NT: ORG}; every type of the data must be
+    # named; null drops a type
+    type_map: dict[str, str | None] | None = None
+    # further corpora trained on with this one (e.g. a general model on MSRA + Weibo + Resume); dev and test are the
+    # union too, and metrics.json also reports each corpus's own test (`test_per_corpus`)
+    union: list[UnionPart] = []
 
     @field_validator("type_map")
     @classmethod
-    def _check_type_map(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for source, target in (value or {}).items():
-            if not _TYPE_NAME.fullmatch(source) or not _TYPE_NAME.fullmatch(target):
-                raise ValueError(f"{source!r}: {target!r} is not a mapping between entity type names (letters, digits, _)")
-        return value
+    def _types(cls, value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        return _check_type_map(value)
 
 
 class EmbeddingConfig(_Section):

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus, map_types, repair_tags
+from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -48,6 +48,7 @@ class Run:
     splits: dict[str, Corpus]
     featurizer: Featurizer
     tagger: Tagger
+    parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
 
 
 def seed_everything(seed: int) -> None:
@@ -60,10 +61,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors."""
     torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
-    splits = load_dataset(config.data.dataset, config.data.data_dir, msra_dev=config.data.msra_dev)
-    if config.data.type_map:
-        splits = {name: map_types(corpus, config.data.type_map) for name, corpus in splits.items()}
-    splits = _truncate(splits, config)
+    splits, parts = load_splits(config)
     splits["train"], repaired = repair_tags(splits["train"])
     if repaired:
         where = ", ".join(str(line) for line in repaired[:5]) + (", ..." if len(repaired) > 5 else "")
@@ -102,14 +100,36 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
             f"{len(bert.vocab)} tokens")
     log(
-        f"data {config.data.dataset}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
+        f"data {' + '.join([config.data.dataset, *(p.dataset for p in config.data.union)])}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
         + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if featurizer.words is not None else "")
         + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
-    return Run(config, splits, featurizer, Tagger(model, featurizer, config))
+    return Run(config, splits, featurizer, Tagger(model, featurizer, config), parts)
+
+
+def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, Corpus]]]:
+    """The train/dev/test corpora of a config, types mapped and truncated as it says. With `data.union`, each split is
+    the union of the corpora's, in the main dataset's scheme; the second value then holds each corpus's own splits
+    (name -> splits), for per-corpus test scores; it is empty otherwise."""
+    data = config.data
+    sources = [(data.dataset, data.type_map, "data.type_map")]
+    sources += [(p.dataset, p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
+    parts: dict[str, dict[str, Corpus]] = {}
+    for dataset, type_map, field in sources:
+        splits = load_dataset(dataset, data.data_dir, msra_dev=data.msra_dev)
+        if type_map:
+            splits = {name: map_types(corpus, type_map, field) for name, corpus in splits.items()}
+        if str(dataset) in parts:
+            raise ZhnerError(f"data.union: {dataset!r} is named twice", "config")
+        parts[str(dataset)] = _truncate(splits, config)
+    if len(parts) == 1:
+        return next(iter(parts.values())), {}
+    scheme = parts[str(data.dataset)]["train"].scheme
+    union = {split: concat_corpora([p[split] for p in parts.values()], scheme) for split in ("train", "dev", "test")}
+    return union, parts
 
 
 def load_lexicon(spec: str) -> Lexicon:
@@ -307,6 +327,10 @@ def train(
             test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
             state.update(best_f1=dev["strict"]["f1"], best_epoch=epoch + 1, bad_epochs=0)
             state["best"] = {"dev": dev, "test": test}
+            if run.parts:  # a union: each corpus's own test score too
+                state["best"]["test_per_corpus"] = {
+                    name: headline(tagger.evaluate(splits["test"], tc.eval_batch_size)) for name, splits in run.parts.items()
+                }
             record["test"] = headline(test)
             tagger.metrics = _metrics(config, state, started, "running", dev_label)
             tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
@@ -374,6 +398,7 @@ def _metrics(config: Config, state: dict, started: float, status: str, dev_label
         "dev": best.get("dev"),
         "test": best.get("test"),
         "train_seconds": round(time.perf_counter() - started, 1),
+        **({"test_per_corpus": best["test_per_corpus"]} if "test_per_corpus" in best else {}),
         "warnings": state.get("warnings", []) + (
             [f"ended with {dev_label} F1 0 for its last {state['zero_epochs']} epochs"]
             if status != "running" and state.get("zero_epochs", 0) >= (config.train.collapse_epochs or 10**9)
