@@ -231,8 +231,8 @@ def train(
     out_dir = Path(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
+    run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = prepare(config, log)
     config, tagger, featurizer = run.config, run.tagger, run.featurizer
     model, tc = tagger.model.to(ctx.device), config.train
     if ctx.world > 1:
