@@ -52,6 +52,39 @@ def test_user_errors_are_one_line(args, fragments):
     assert_clean_error(zhner(*args), *fragments)
 
 
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["trian"], ["No such command 'trian'"]),
+        (["train"], ["zhner train", "Missing argument"]),
+        (["train", "tener_resume", "-o", "x", "--bogus"], ["No such option: --bogus"]),
+        (["predict", "--batch-size", "0", "-"], ["--batch-size"]),
+        (["serve", "--port", "99999"], ["--port"]),
+        (["data", "nope"], ["zhner data", "No such command"]),
+    ],
+)
+def test_usage_errors_are_one_line(args, fragments):
+    """typer/click usage errors: one line, exit 2 (typer 0.29 printed a rich traceback and exited 1)."""
+    res = zhner(*args)
+    assert_clean_error(res, *fragments)
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_version():
+    from zhner import __version__
+
+    res = zhner("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"zhner {__version__}", res.stderr
+
+
+@pytest.mark.parametrize("override", ["model.heads=-1", "model.heads=0", "model.dropout=1.5", "model.head_dim=0"])
+def test_config_bounds_leave_nothing(tmp_path, override):
+    out = tmp_path / "run"
+    res = zhner("train", "tener_resume", "-o", out, "--set", override)
+    assert_clean_error(res, override.split("=")[0])
+    assert not out.exists()
+
+
 def test_score_misaligned_and_binary(tmp_path):
     gold = tmp_path / "g.bmes"
     gold.write_text("a O\nb O\n\n", encoding="utf-8")

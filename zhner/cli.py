@@ -14,7 +14,10 @@ import typer
 
 from zhner.errors import ZhnerError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.")
+# pretty_exceptions_enable=False: a bug keeps a plain traceback; user errors never reach it (see main)
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.", pretty_exceptions_enable=False
+)
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksums, fetch from their public sources.")
 app.add_typer(data_app, name="data")
 
@@ -23,6 +26,23 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from zhner import __version__
+
+        typer.echo(f"zhner {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, expose_value=False, callback=_print_version, help="print the version and exit"
+    ),
+) -> None:
+    """Chinese named entity recognition."""
 
 
 def resolve_config(name_or_path: str) -> Path:
@@ -323,10 +343,34 @@ def data_fetch(
         typer.echo(str(path))
 
 
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    """The exception classes of command-line usage errors. typer >= 0.2x vendors click (typer._click, errors derive from
+    typer.TyperException); older typer raises click's own: catch whichever this installation has."""
+    types: list[type[BaseException]] = []
+    if isinstance(getattr(typer, "TyperException", None), type):
+        types.append(typer.TyperException)
+    try:
+        import click
+
+        types.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(types)
+
+
+def _usage_message(exc: BaseException) -> str:
+    """One line: the command it concerns and click's message ("No such option: --bogus", "Invalid value for ...")."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    message = " ".join(str(message).split())  # click's messages may hold newlines (suggestions)
+    path = getattr(getattr(exc, "ctx", None), "command_path", None) or "zhner"
+    return f"{path}: {message} (see {path} --help)"
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    usage_errors = _usage_error_types()
     try:
-        rc = app(standalone_mode=False)  # returns the code of a typer.Exit in this mode
+        rc = app(prog_name="zhner", standalone_mode=False)  # returns the code of a typer.Exit in this mode
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ZhnerError as exc:
@@ -337,14 +381,14 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as exc:  # click usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
+    except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
+        if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message
+            _echo_err(f"error: {_usage_message(exc)}")
+        sys.exit(2)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # click's / typer's Abort: the user pressed Ctrl-C at a prompt
+            _echo_err("interrupted")
+            sys.exit(130)
         raise
 
 
