@@ -85,6 +85,25 @@ def test_config_bounds_leave_nothing(tmp_path, override):
     assert not out.exists()
 
 
+def test_misuse_is_one_line(tmp_path):
+    """Directories where files are expected and the reverse, unknown splits and schemes: one line, exit 2
+    (IsADirectoryError, FileExistsError and KeyError tracebacks before)."""
+    from zhner.tagger import default_model_dir
+
+    folder, a_file = tmp_path / "folder", tmp_path / "file"
+    folder.mkdir()
+    a_file.write_text("x\n", encoding="utf-8")
+    gold = tmp_path / "g.bmes"
+    gold.write_text("张 B-PER\n三 E-PER\n\n", encoding="utf-8")
+    assert_clean_error(zhner("train", folder, "-o", tmp_path / "run"), str(folder), "is a directory")
+    assert_clean_error(zhner("train", "tener_resume", "-o", a_file), str(a_file), "not a directory")
+    assert_clean_error(zhner("score", gold, gold, "--scheme", "foo"), "--scheme", "'foo'")
+    model = default_model_dir()
+    assert_clean_error(zhner("evaluate", model, "resume:foo"), "resume:foo", "unknown split 'foo'")
+    assert_clean_error(zhner("predict", "-m", model, "-o", folder, "-", stdin="张三\n"), str(folder), "is a directory")
+    assert not (tmp_path / "run").exists() and list(folder.iterdir()) == []
+
+
 def test_score_misaligned_and_binary(tmp_path):
     gold = tmp_path / "g.bmes"
     gold.write_text("a O\nb O\n\n", encoding="utf-8")

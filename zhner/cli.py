@@ -70,7 +70,10 @@ def train(
     from zhner.train.runs import run_summary, train_seeds
     from zhner.train.trainer import train as run_training
 
+    from zhner.fileio import check_output_dir
+
     cfg = load_config(resolve_config(config), set_)
+    check_output_dir(output)
     if seeds == 1:
         metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
         if metrics:  # under torchrun only process 0 has the run's metrics
@@ -97,9 +100,13 @@ def sweep(
     from zhner.train.config import apply_overrides
     from zhner.train.runs import sweep as run_sweep
 
+    from zhner.fileio import check_output_dir, reading
+
     path = resolve_config(config)
+    check_output_dir(output)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        with reading(path, "a YAML config file"):
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
@@ -152,12 +159,15 @@ def evaluate(
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
     from zhner.data.corpus import map_types, read_corpus
-    from zhner.data.registry import DATASETS, load_dataset
+    from zhner.data.registry import DATASETS, SPLITS, load_dataset
     from zhner.tagger import Tagger
 
     tagger = Tagger.load(model_dir)
     name, _, split = data.partition(":")
     if not Path(data).exists() and name in DATASETS:
+        if split and split not in SPLITS:
+            expected = ", ".join(f"{name}:{s}" for s in SPLITS)
+            raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
         corpus = load_dataset(name)[split or "test"]
     else:
         corpus = read_corpus(data)
@@ -185,6 +195,8 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if output is not None and output.is_dir():
+        raise ZhnerError("is a directory; name the file to write", output)
     tagger = Tagger.load(resolve_model_dir(model_dir))
     predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb)
 
@@ -272,8 +284,11 @@ def score(
     scheme: Optional[str] = typer.Option(None, help="bio / bioes / bmes (default: detected from GOLD)"),
 ) -> None:
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc."""
+    from zhner.data.schemes import SCHEMES
     from zhner.evaluate.metrics import format_report, score_files
 
+    if scheme is not None and scheme not in SCHEMES:
+        raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
     result = score_files(gold, pred, scheme=scheme)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zhner.data.schemes import (
+    SCHEMES,
     Span,
     convert_tags,
     detect_scheme,
@@ -87,6 +88,8 @@ def read_corpus(
     labelled: for conll/weibo, whether lines carry a tag column (unlabelled files have one character per line).
     """
     path = Path(path)
+    if scheme is not None and scheme not in SCHEMES:
+        raise ZhnerError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     lines = _read_lines(path)
     if fmt not in FORMATS:
         raise ZhnerError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}", path)

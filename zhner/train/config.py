@@ -126,6 +126,10 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise ZhnerError("no such config file", path) from None
+    except IsADirectoryError:
+        raise ZhnerError("is a directory, expected a YAML config file", path) from None
+    except OSError as exc:
+        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
     except UnicodeDecodeError:
         raise ZhnerError("not valid UTF-8", path) from None
     except yaml.YAMLError as exc:

@@ -29,6 +29,7 @@ from zhner.data.corpus import Corpus, map_types, repair_tags
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
+from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
@@ -229,6 +230,7 @@ def train(
     if not ctx.is_main:
         log, progress = (lambda _: None), False
     out_dir = Path(out_dir)
+    check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
     run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
