@@ -104,6 +104,39 @@ def test_misuse_is_one_line(tmp_path):
     assert not (tmp_path / "run").exists() and list(folder.iterdir()) == []
 
 
+def test_predict_output_mode_and_sigterm(tmp_path):
+    """predict -o: the output gets the umask's mode (0644 under umask 022, was 0600), and SIGTERM while it runs
+    removes the hidden temporary file and exits 143."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "out.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "predict", "-o", out, "-"], input="张三在北京。\n", capture_output=True,
+        text=True, cwd=REPO, timeout=300, preexec_fn=lambda: os.umask(0o022),
+    )
+    assert res.returncode == 0, res.stderr
+    assert oct(out.stat().st_mode & 0o777) == oct(0o644)
+    out.unlink()
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "predict", "-o", out, "-"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=REPO,
+    )
+    proc.stdin.write("张三在北京。\n")  # stdin stays open: predict waits for more lines with its temporary file open
+    proc.stdin.flush()
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".out.jsonl.*.tmp")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".out.jsonl.*.tmp")), "predict never opened its output"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    assert "Traceback" not in proc.stderr.read()
+    proc.stdin.close()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_score_misaligned_and_binary(tmp_path):
     gold = tmp_path / "g.bmes"
     gold.write_text("a O\nb O\n\n", encoding="utf-8")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -381,8 +382,17 @@ def _usage_message(exc: BaseException) -> str:
     return f"{path}: {message} (see {path} --help)"
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that `finally` blocks run: atomic_open removes its temporary file."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    signal.signal(signal.SIGTERM, _on_sigterm)  # `serve` replaces it with uvicorn's graceful shutdown
     usage_errors = _usage_error_types()
     try:
         rc = app(prog_name="zhner", standalone_mode=False)  # returns the code of a typer.Exit in this mode
@@ -394,6 +404,9 @@ def main() -> None:
     except KeyboardInterrupt:
         _echo_err("interrupted")
         sys.exit(130)
+    except _Terminated:
+        _echo_err("terminated")
+        sys.exit(128 + signal.SIGTERM)
     except BrokenPipeError:
         sys.exit(0)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range

@@ -11,6 +11,20 @@ from typing import IO
 from zhner.errors import ZhnerError
 
 
+def current_umask() -> int:
+    """The process's umask. Linux shows it in /proc; elsewhere set-and-restore it (os.umask cannot only read it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file next to `path`; rename it over `path` only if the block finishes."""
@@ -24,6 +38,8 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
+        # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~current_umask())
         with open(tmp, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
             handle.flush()
