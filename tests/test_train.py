@@ -138,6 +138,8 @@ def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data):
     res_log = [json.loads(x) for x in (interrupted / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in res_log] == [1, 2]
     assert [r["dev"] for r in res_log] == [r["dev"] for r in ref_log]
+    # the interrupted epoch's loss covers the whole epoch, not only the part after the resume
+    assert [r["train_loss"] for r in res_log] == pytest.approx([r["train_loss"] for r in ref_log], rel=1e-9)
 
 
 def test_resume_with_another_config_is_refused(tmp_path, shared_data):
@@ -154,6 +156,10 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
     other = load_config(resolve_config("tener_resume"), overrides + ["train.lr=0.5"])
     with pytest.raises(ZhnerError, match="different config"):
         train(other, tmp_path, log=lambda _: None)
+    lines = []
+    metrics = train(other, tmp_path, log=lines.append, overwrite=True)  # --overwrite: start afresh with the new config
+    assert any("interrupted run discarded" in line for line in lines) and not any("resuming" in line for line in lines)
+    assert metrics["status"] == "completed" and not (tmp_path / "checkpoint.pt").exists()
     (tmp_path / "checkpoint.pt").write_bytes(b"garbage")
     with pytest.raises(ZhnerError, match="cannot read this checkpoint"):
         train(cfg, tmp_path, log=lambda _: None)

@@ -250,7 +250,11 @@ def train(
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
-    if ckpt_path.exists():
+    if overwrite and ckpt_path.exists():  # --overwrite starts afresh, whatever config the interrupted run had
+        log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
+        if ctx.is_main:
+            ckpt_path.unlink()
+    elif ckpt_path.exists():
         state = _restore(ckpt_path, model, optimizer, scheduler, config)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
@@ -269,7 +273,11 @@ def train(
         epoch = state["epoch"]
         batches = length_batches(lengths, tc.batch_size, shuffle=True, seed=tc.seed * 100_003 + epoch)
         model.train()
-        loss_sum, n_sent, t0 = 0.0, 0, time.perf_counter()
+        # the part of this epoch run before an interruption (its loss and seconds) counts in the epoch's log line;
+        # under torchrun only process 0's share of it was saved
+        resumed = ctx.is_main and state["batch"] > 0
+        loss_sum, n_sent, seconds_before = state.get("epoch_loss", (0.0, 0, 0.0)) if resumed else (0.0, 0, 0.0)
+        t0 = time.perf_counter() - seconds_before
         bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
         for b in range(state["batch"], len(batches)):
             part, scale = distributed.shard(batches[b], ctx)
@@ -286,6 +294,7 @@ def train(
                 time.sleep(slow_step)
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
+                state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
                 _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         bar.close()
         train_seconds = time.perf_counter() - t0
@@ -323,7 +332,7 @@ def train(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} F1 {dev['strict']['f1']:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
         )
-        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started)
+        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
         if tc.patience and state["bad_epochs"] >= tc.patience:
             stop_reason = "early_stopping"
         elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60:
@@ -381,7 +390,10 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
         raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     if payload.get("config") != dump_config(config):
-        raise ZhnerError("this run was started with a different config; resume it with the same one, or use another -o", path)
+        raise ZhnerError(
+            "this run was started with a different config; resume it with the same one, use another -o, "
+            "or pass --overwrite to start afresh", path
+        )
     try:
         model.load_state_dict(payload["model"])
         optimizer.load_state_dict(payload["optimizer"])
