@@ -260,6 +260,61 @@ def repair_tags(corpus: Corpus) -> tuple[Corpus, list[int]]:
     return Corpus(sentences, corpus.scheme, corpus.path), repaired
 
 
+_SENTENCE_END = set("。！？!?；;…")
+_CLAUSE_END = set("，,、：:） )」』”\t\u3000")
+
+
+@dataclass
+class SplitReport:
+    """What `split_long_sentences` did: the file lines of the sentences it cut, and entities it had to cut through."""
+
+    lines: list[int] = field(default_factory=list)
+    pieces: int = 0
+    entities_cut: int = 0
+
+
+def split_long_sentences(corpus: Corpus, max_length: int) -> tuple[Corpus, SplitReport]:
+    """Cut labelled sentences longer than `max_length` into pieces of at most `max_length` characters (train.max_length).
+    A cut goes after sentence-ending punctuation where one is in reach, else after a clause mark (comma, colon, ...),
+    else anywhere -- never inside an entity when another cut point is in reach. Only an entity longer than the
+    window itself is cut; its parts become entities of their own (counted in `entities_cut`)."""
+    report = SplitReport()
+    sentences: list[Sentence] = []
+    for sent in corpus.sentences:
+        if len(sent) <= max_length or sent.tags is None:
+            sentences.append(sent)
+            continue
+        spans = tags_to_spans(sent.tags, corpus.scheme, strict=False)
+        inside = {b for start, end, _ in spans for b in range(start + 1, end)}  # cut points that would split an entity
+        cuts = _cut_points(sent.chars, inside, max_length)
+        report.lines.append(sent.line)
+        report.entities_cut += sum(1 for c in cuts if c in inside)
+        for a, b in zip([0, *cuts], [*cuts, len(sent)]):
+            piece_spans = [(max(s, a) - a, min(e, b) - a, t) for s, e, t in spans if s < b and e > a]
+            tags = spans_to_tags(b - a, piece_spans, corpus.scheme)
+            sentences.append(Sentence(sent.chars[a:b], tags, corpus.token_line(sent, a), sent.meta))
+            report.pieces += 1
+    return Corpus(sentences, corpus.scheme, corpus.path), report
+
+
+def _cut_points(chars: list[str], inside: set[int], max_length: int) -> list[int]:
+    """Positions (0 < p < len) at which to cut so that no piece exceeds max_length; the latest best-ranked point in
+    reach each time (a sentence end, then a clause mark, then any point outside an entity, then any point)."""
+    cuts: list[int] = []
+    start = 0
+    while len(chars) - start > max_length:
+        reach = range(start + max_length, start, -1)  # cutting at p ends the piece after chars[p - 1]
+        for marks in (_SENTENCE_END, _CLAUSE_END, None):
+            cut = next((p for p in reach if p not in inside and (marks is None or chars[p - 1] in marks)), None)
+            if cut is not None:
+                break
+        else:
+            cut = start + max_length  # the window lies inside one entity: cut it
+        cuts.append(cut)
+        start = cut
+    return cuts
+
+
 def check_known_tags(corpus: Corpus, known: Iterable[str]) -> None:
     """Reject tags outside a model's label set, naming the first offending line."""
     known = set(known)

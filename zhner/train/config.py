@@ -65,6 +65,10 @@ class TrainConfig(_Section):
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints
     max_minutes: float | None = Field(None, gt=0)  # stop at the end of the epoch that passes this budget
     threads: int = Field(1, ge=1)
+    # sentences x longest length^2 per training batch (the [B, H, L, L] attention tensors): a batch over it is cut, a
+    # longer sentence trains alone. 8M keeps every batch of 16 from Resume, Weibo and MSRA (<= 581 characters) whole.
+    max_batch_cells: int = Field(8_000_000, ge=1)
+    max_length: int | None = Field(None, ge=2)  # cut longer train sentences into pieces (at sentence ends, outside entities)
 
 
 ModelSection = Annotated[Union[tuple(cfg for cfg, _ in MODELS.values())], Field(discriminator="name")]

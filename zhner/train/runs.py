@@ -56,6 +56,10 @@ def _finished_metrics(out: Path, config: Config) -> dict | None:
     if metrics.get("status") in (None, "running"):
         return None
     saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    try:  # fields added to the config since the run was made count as their defaults
+        saved = config_from_dict(saved).model_dump(mode="json")
+    except ZhnerError:
+        pass
     if _comparable(saved) != _comparable(config.model_dump(mode="json")):
         raise ZhnerError("holds a finished run with a different config; use another -o or --overwrite", out)
     return metrics

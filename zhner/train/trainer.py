@@ -11,7 +11,6 @@ $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses 
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import sys
@@ -22,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus, map_types, repair_tags
+from zhner.data.corpus import Corpus, map_types, repair_tags, split_long_sentences
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -36,7 +36,7 @@ from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
 from zhner.train import distributed
-from zhner.train.config import Config, TrainConfig, dump_config
+from zhner.train.config import Config, TrainConfig, config_from_dict, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -73,6 +73,15 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
             f"train: {count} the {splits['train'].scheme.upper()} scheme ({splits['train'].path}, "
             f"line{'s' if len(repaired) > 1 else ''} {where}); trained on the spans a lenient reading gives"
         )
+    if config.train.max_length:
+        splits["train"], cut = split_long_sentences(splits["train"], config.train.max_length)
+        if cut.lines:
+            where = ", ".join(str(line) for line in cut.lines[:5]) + (", ..." if len(cut.lines) > 5 else "")
+            log(
+                f"warning: train: {len(cut.lines)} sentence(s) longer than train.max_length={config.train.max_length} "
+                f"cut into {cut.pieces} pieces ({splits['train'].path}, line{'s' if len(cut.lines) > 1 else ''} {where})"
+                + (f"; {cut.entities_cut} entities longer than that were cut into parts" if cut.entities_cut else "")
+            )
     emb = config.embeddings
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
     if vectors is not None:
@@ -244,7 +253,13 @@ def train(
 
     train_items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
     lengths = [len(it["chars"]) for it in train_items]
-    steps_per_epoch = math.ceil(len(train_items) / tc.batch_size)
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        seed = tc.seed * 100_003 + epoch
+        return length_batches(lengths, tc.batch_size, shuffle=True, seed=seed, max_cells=tc.max_batch_cells)
+
+    # = ceil(sentences / batch_size) unless a batch is over the cell budget (then one epoch's count stands for all)
+    steps_per_epoch = len(epoch_batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
 
@@ -271,7 +286,7 @@ def train(
     lexicon_saved = False
     while state["epoch"] < tc.epochs:
         epoch = state["epoch"]
-        batches = length_batches(lengths, tc.batch_size, shuffle=True, seed=tc.seed * 100_003 + epoch)
+        batches = epoch_batches(epoch)
         model.train()
         # the part of this epoch run before an interruption (its loss and seconds) counts in the epoch's log line;
         # under torchrun only process 0's share of it was saved
@@ -389,7 +404,7 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
         payload = torch.load(path, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
         raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
-    if payload.get("config") != dump_config(config):
+    if not _same_config(payload.get("config"), config):
         raise ZhnerError(
             "this run was started with a different config; resume it with the same one, use another -o, "
             "or pass --overwrite to start afresh", path
@@ -402,6 +417,17 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     torch.set_rng_state(payload["rng"])
     return payload["state"]
+
+
+def _same_config(saved: object, config: Config) -> bool:
+    """Whether a checkpoint's config (dump_config text) is `config`; fields added since it was written count as their
+    defaults, so a newer zhner resumes an older run."""
+    if saved == dump_config(config):
+        return True
+    try:
+        return config_from_dict(yaml.safe_load(saved)) == config
+    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):
+        return False
 
 
 def _trim_log(path: Path, epochs_done: int) -> None:
