@@ -137,6 +137,69 @@ def test_predict_output_mode_and_sigterm(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_predict_outputs_read_back_and_jsonl_input(tmp_path):
+    """Whitespace in the text: predict's CoNLL output holds <U+XXXX> placeholders that score (the corpus reader) reads
+    back (it rejected the lines before); JSONL input keeps ids and other fields; --text tags one string."""
+    from zhner.data.corpus import read_corpus
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        json.dumps({"id": 7, "text": "张三在北京　大学\t工作 了", "source": "web"}, ensure_ascii=False) + "\n\n"
+        + json.dumps({"id": "b", "text": ""}) + "\n",
+        encoding="utf-8",
+    )
+    for fmt, name in (("conll", "out.conll"), ("jsonl", "out.jsonl")):
+        res = zhner("predict", src, "--format", fmt, "-o", tmp_path / name)
+        assert res.returncode == 0, res.stderr
+        res = zhner("score", tmp_path / name, tmp_path / name, "--json")
+        assert res.returncode == 0, res.stderr
+        assert [s.text for s in read_corpus(tmp_path / name)] == ["张三在北京　大学\t工作 了"]
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r.get("source")) for r in records] == [(7, "web"), ("b", None)]
+    assert list(records[0]) == ["id", "text", "source", "entities"]
+    assert any(e["text"] == "张三" for e in records[0]["entities"])
+
+    res = zhner("predict", "--text", "张三在北京大学工作")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["text"] == "张三在北京大学工作"
+    assert_clean_error(zhner("predict", "--input-format", "jsonl", "-", stdin='{"text": 5}\n'), "<stdin>:1", '"text"')
+    assert_clean_error(zhner("predict", src, "--text", "x"), "--text")
+
+
+def test_info_device_and_label_warning(tmp_path):
+    from zhner.tagger import default_model_dir
+
+    model = default_model_dir()
+    res = zhner("info", model, "--json")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert info["model"] == "flat" and info["labels"] == ["LOC", "ORG", "PER"] and info["lexicon_words"] > 1000
+    assert info["size_bytes"] > (model / "model.safetensors").stat().st_size and info["parameters"] > 0
+    assert info["test"]["f1_strict"] > 0
+    table = zhner("info", model)
+    assert table.returncode == 0 and "labels" in table.stdout and "LOC, ORG, PER" in table.stdout
+    assert_clean_error(zhner("info", tmp_path / "none"), "no such model directory")
+
+    res = zhner("predict", "--device", "cpu", "--text", "张三")
+    assert res.returncode == 0, res.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        assert_clean_error(zhner("predict", "--device", "cuda", "--text", "张三"), "--device cuda", "no CUDA device")
+        assert_clean_error(zhner("evaluate", model, "resume", "--device", "cuda"), "no CUDA device")
+        assert_clean_error(zhner("train", "tener_resume", "-o", tmp_path / "r", "--device", "cuda"), "no CUDA device")
+        assert not (tmp_path / "r").exists()
+    assert_clean_error(zhner("predict", "--device", "tpu", "--text", "张三"), "--device must be one of")
+
+    gold = tmp_path / "gold.bmes"
+    gold.write_text("张 B-PERSON\n三 E-PERSON\n在 O\n北 B-LOC\n京 E-LOC\n\n", encoding="utf-8")
+    res = zhner("evaluate", model, gold)
+    assert res.returncode == 0, res.stderr
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: {gold}: entity types PERSON are not among the model's labels (LOC, ORG, PER); "
+                       "their entities all count as missed"]
+
+
 def test_score_misaligned_and_binary(tmp_path):
     gold = tmp_path / "g.bmes"
     gold.write_text("a O\nb O\n\n", encoding="utf-8")

@@ -64,7 +64,8 @@ def train(
     output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="train this many seeds (seed, seed+1, ...), one sub-directory each"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model already in OUTPUT"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model or an interrupted run in OUTPUT"),
+    device: str = typer.Option("auto", "--device", help="auto (a GPU when CUDA is available), cpu, or cuda"),
 ) -> None:
     """Train a model; resumes automatically if OUTPUT holds an interrupted run."""
     from zhner.train.config import load_config
@@ -75,15 +76,17 @@ def train(
 
     cfg = load_config(resolve_config(config), set_)
     check_output_dir(output)
+    _device(device)  # a bad --device fails before the data is loaded
     if seeds == 1:
-        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
+        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite, device=device)
         if metrics:  # under torchrun only process 0 has the run's metrics
             typer.echo(json.dumps(run_summary(metrics), ensure_ascii=False))
         return
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ZhnerError("--seeds is not supported under torchrun: launch one torchrun per seed (--set train.seed=N)")
     # seed<N> run directories and seeds.json; a finished seed with the same config is read back, not trained again
-    typer.echo(json.dumps(train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite), ensure_ascii=False))
+    summaries = train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite, device=device)
+    typer.echo(json.dumps(summaries, ensure_ascii=False))
 
 
 @app.command()
@@ -157,13 +160,17 @@ def evaluate(
     model_dir: Path = typer.Argument(..., help="a trained model directory"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
     from zhner.data.corpus import map_types, read_corpus
     from zhner.data.registry import DATASETS, SPLITS, load_dataset
+    from zhner.data.schemes import split_tag
     from zhner.tagger import Tagger
 
+    torch_device = _device(device)
     tagger = Tagger.load(model_dir)
+    tagger.model.to(torch_device)
     name, _, split = data.partition(":")
     if not Path(data).exists() and name in DATASETS:
         if split and split not in SPLITS:
@@ -175,12 +182,19 @@ def evaluate(
     type_map = tagger.config.data.type_map
     if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
         corpus = map_types(corpus, type_map)
+    labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
+    unknown = corpus.types() - labels
+    if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
+        _echo_err(
+            f"warning: {corpus.path}: entity types {', '.join(sorted(unknown))} are not among the model's labels "
+            f"({', '.join(sorted(labels))}); their entities all count as missed"
+        )
     typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
 
 
 @app.command()
 def predict(
-    input_file: str = typer.Argument("-", help="text file, one text per line ('-' or absent: stdin)"),
+    input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
     model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
@@ -189,6 +203,12 @@ def predict(
         None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
+    input_format: str = typer.Option(
+        "auto", "--input-format", help='text (a text per line), jsonl ({"id", "text", ...} per line, other fields kept '
+        "in the output), or auto: jsonl for a .jsonl file, else text"
+    ),
+    text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -196,10 +216,18 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if input_format not in ("auto", "text", "jsonl"):
+        raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
+    if text is not None and input_file != "-":
+        raise ZhnerError("--text and INPUT_FILE: give one of them")
     if output is not None and output.is_dir():
         raise ZhnerError("is a directory; name the file to write", output)
+    jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
+    torch_device = _device(device)
     tagger = Tagger.load(resolve_model_dir(model_dir))
-    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb)
+    tagger.model.to(torch_device)
+    texts = None if text is None else [text]
+    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb, jsonl_input=jsonl_input, texts=texts)
 
 
 @app.command("export")
@@ -225,6 +253,32 @@ def export_model(
         if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
             raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
     typer.echo(str(path))
+
+
+def _device(name: str):
+    from zhner.device import resolve_device
+
+    return resolve_device(name)
+
+
+@app.command()
+def info(
+    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""
+    from zhner.info import model_info
+
+    result = model_info(model_dir)
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    for key, value in result.items():
+        if isinstance(value, dict):
+            value = "  ".join(f"{k} {v}" for k, v in value.items()) if value else "-"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        typer.echo(f"{key:18s} {value if value is not None else '-'}")
 
 
 def resolve_model_dir(model_dir: Path | None) -> Path:

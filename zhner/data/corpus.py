@@ -31,6 +31,14 @@ from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, reading
 
 FORMATS = ("auto", "conll", "weibo", "jsonl")
+# A whitespace character cannot be a CoNLL token (columns are split at whitespace): it is written as <U+XXXX>, its code
+# point in hex (a space is <U+0020>, U+3000 <U+3000>), and read back as the character.
+_PLACEHOLDER = re.compile(r"<U\+([0-9A-F]{4,6})>")
+
+
+def conll_token(char: str) -> str:
+    """The CoNLL token of a character: itself, or <U+XXXX> for whitespace (a space, tab, U+3000, ...)."""
+    return f"<U+{ord(char):04X}>" if char.isspace() else char
 
 
 @dataclass
@@ -161,7 +169,10 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
             what = "CHAR TAG" if labelled else "one character"
             raise ZhnerError(f"malformed line {line[:40]!r}: expected {what}", path, lineno)
         token = fields[0]
-        if weibo:
+        placeholder = _PLACEHOLDER.fullmatch(token) if len(token) > 1 else None
+        if placeholder is not None and int(placeholder.group(1), 16) <= 0x10FFFF:
+            token = chr(int(placeholder.group(1), 16))
+        elif weibo:
             if not _looks_weibo(token):
                 raise ZhnerError(f"malformed Weibo token {token!r}: expected a character and its 1-2 digit position", path, lineno)
             token = token[0]
@@ -191,8 +202,8 @@ def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise ZhnerError('expected an object with a string field "text"', path, lineno)
         text = record["text"]
-        if not text:
-            raise ZhnerError('field "text" is empty', path, lineno)
+        if not text:  # `zhner predict` writes a record for an empty input line: no sentence, as a blank CoNLL line
+            continue
         tags = None
         if "entities" in record:
             spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
@@ -333,7 +344,7 @@ def write_conll(path: str | Path, sentences: Iterable[Sentence], sep: str = " ")
             if sent.tags is None:
                 raise ValueError("cannot write an unlabelled sentence in CoNLL format")
             for ch, tag in zip(sent.chars, sent.tags):
-                out.write(f"{ch}{sep}{tag}\n")
+                out.write(f"{conll_token(ch)}{sep}{tag}\n")
             out.write("\n")
 
 

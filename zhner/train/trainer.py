@@ -230,12 +230,13 @@ def train(
     progress: bool | None = None,
     log: Callable[[str], None] = print,
     overwrite: bool = False,
+    device: str = "auto",
 ) -> dict:
     """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json).
     A directory that already holds a finished model is refused unless `overwrite`.
     Under torchrun (WORLD_SIZE > 1) each process trains on its share of every global batch (train/distributed.py);
-    process 0 alone evaluates, writes the run directory and logs."""
-    ctx = distributed.setup()
+    process 0 alone evaluates, writes the run directory and logs. `device`: auto, cpu or cuda (see zhner.device)."""
+    ctx = distributed.setup(device)
     if not ctx.is_main:
         log, progress = (lambda _: None), False
     out_dir = Path(out_dir)
