@@ -24,7 +24,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from zhner.errors import ZhnerError
-from zhner.models.base import FLOAT, WORDS_PER_CHAR, Dropout, ModelConfig, Positive, SequenceTagger, attention_bytes, char_input
+from zhner.models.base import (
+    FLOAT,
+    WORDS_PER_CHAR,
+    Dropout,
+    ModelConfig,
+    Positive,
+    SequenceTagger,
+    attention_bytes,
+    char_input,
+)
 from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)

@@ -21,7 +21,16 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import FLOAT, WORDS_PER_CHAR, Dropout, ModelConfig, Positive, SequenceTagger, attention_bytes, char_input
+from zhner.models.base import (
+    FLOAT,
+    WORDS_PER_CHAR,
+    Dropout,
+    ModelConfig,
+    Positive,
+    SequenceTagger,
+    attention_bytes,
+    char_input,
+)
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.encoder import TransformerLayer
 from zhner.nn.interformer import InterFormer
