@@ -157,7 +157,9 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
     with pytest.raises(ZhnerError, match="different config"):
         train(other, tmp_path, log=lambda _: None)
     lines = []
+    (tmp_path / "log.jsonl").write_text('{"epoch": 1, "train_loss": 0.5}\n', encoding="utf-8")  # the interrupted run's
     metrics = train(other, tmp_path, log=lines.append, overwrite=True)  # --overwrite: start afresh with the new config
+    assert [json.loads(x)["train_loss"] != 0.5 for x in (tmp_path / "log.jsonl").read_text().splitlines()] == [True]
     assert any("interrupted run discarded" in line for line in lines) and not any("resuming" in line for line in lines)
     assert metrics["status"] == "completed" and not (tmp_path / "checkpoint.pt").exists()
     (tmp_path / "checkpoint.pt").write_bytes(b"garbage")

@@ -270,7 +270,7 @@ def train(
         log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
         if ctx.is_main:
             ckpt_path.unlink()
-    elif ckpt_path.exists():
+    if ckpt_path.exists() and not overwrite:
         state = _restore(ckpt_path, model, optimizer, scheduler, config)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
