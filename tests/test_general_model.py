@@ -114,9 +114,9 @@ def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
     lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
-    evaluate(general_run, str(source), 64)
+    evaluate(general_run, str(source), 64, device="cpu")
     from_source = json.loads(capsys.readouterr().out)
-    evaluate(general_run, str(mapped), 64)
+    evaluate(general_run, str(mapped), 64, device="cpu")
     assert from_source == json.loads(capsys.readouterr().out)
     assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
 
