@@ -52,6 +52,154 @@ def test_user_errors_are_one_line(args, fragments):
     assert_clean_error(zhner(*args), *fragments)
 
 
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["trian"], ["No such command 'trian'"]),
+        (["train"], ["zhner train", "Missing argument"]),
+        (["train", "tener_resume", "-o", "x", "--bogus"], ["No such option: --bogus"]),
+        (["predict", "--batch-size", "0", "-"], ["--batch-size"]),
+        (["serve", "--port", "99999"], ["--port"]),
+        (["data", "nope"], ["zhner data", "No such command"]),
+    ],
+)
+def test_usage_errors_are_one_line(args, fragments):
+    """typer/click usage errors: one line, exit 2 (typer 0.29 printed a rich traceback and exited 1)."""
+    res = zhner(*args)
+    assert_clean_error(res, *fragments)
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_version():
+    from zhner import __version__
+
+    res = zhner("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"zhner {__version__}", res.stderr
+
+
+@pytest.mark.parametrize("override", ["model.heads=-1", "model.heads=0", "model.dropout=1.5", "model.head_dim=0"])
+def test_config_bounds_leave_nothing(tmp_path, override):
+    out = tmp_path / "run"
+    res = zhner("train", "tener_resume", "-o", out, "--set", override)
+    assert_clean_error(res, override.split("=")[0])
+    assert not out.exists()
+
+
+def test_misuse_is_one_line(tmp_path):
+    """Directories where files are expected and the reverse, unknown splits and schemes: one line, exit 2
+    (IsADirectoryError, FileExistsError and KeyError tracebacks before)."""
+    from zhner.tagger import default_model_dir
+
+    folder, a_file = tmp_path / "folder", tmp_path / "file"
+    folder.mkdir()
+    a_file.write_text("x\n", encoding="utf-8")
+    gold = tmp_path / "g.bmes"
+    gold.write_text("张 B-PER\n三 E-PER\n\n", encoding="utf-8")
+    assert_clean_error(zhner("train", folder, "-o", tmp_path / "run"), str(folder), "is a directory")
+    assert_clean_error(zhner("train", "tener_resume", "-o", a_file), str(a_file), "not a directory")
+    assert_clean_error(zhner("score", gold, gold, "--scheme", "foo"), "--scheme", "'foo'")
+    model = default_model_dir()
+    assert_clean_error(zhner("evaluate", model, "resume:foo"), "resume:foo", "unknown split 'foo'")
+    assert_clean_error(zhner("predict", "-m", model, "-o", folder, "-", stdin="张三\n"), str(folder), "is a directory")
+    assert not (tmp_path / "run").exists() and list(folder.iterdir()) == []
+
+
+def test_predict_output_mode_and_sigterm(tmp_path):
+    """predict -o: the output gets the umask's mode (0644 under umask 022, was 0600), and SIGTERM while it runs
+    removes the hidden temporary file and exits 143."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "out.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "predict", "-o", out, "-"], input="张三在北京。\n", capture_output=True,
+        text=True, cwd=REPO, timeout=300, preexec_fn=lambda: os.umask(0o022),
+    )
+    assert res.returncode == 0, res.stderr
+    assert oct(out.stat().st_mode & 0o777) == oct(0o644)
+    out.unlink()
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "predict", "-o", out, "-"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=REPO,
+    )
+    proc.stdin.write("张三在北京。\n")  # stdin stays open: predict waits for more lines with its temporary file open
+    proc.stdin.flush()
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".out.jsonl.*.tmp")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".out.jsonl.*.tmp")), "predict never opened its output"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    assert "Traceback" not in proc.stderr.read()
+    proc.stdin.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_predict_outputs_read_back_and_jsonl_input(tmp_path):
+    """Whitespace in the text: predict's CoNLL output holds <U+XXXX> placeholders that score (the corpus reader) reads
+    back (it rejected the lines before); JSONL input keeps ids and other fields; --text tags one string."""
+    from zhner.data.corpus import read_corpus
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        json.dumps({"id": 7, "text": "张三在北京　大学\t工作 了", "source": "web"}, ensure_ascii=False) + "\n\n"
+        + json.dumps({"id": "b", "text": ""}) + "\n",
+        encoding="utf-8",
+    )
+    for fmt, name in (("conll", "out.conll"), ("jsonl", "out.jsonl")):
+        res = zhner("predict", src, "--format", fmt, "-o", tmp_path / name)
+        assert res.returncode == 0, res.stderr
+        res = zhner("score", tmp_path / name, tmp_path / name, "--json")
+        assert res.returncode == 0, res.stderr
+        assert [s.text for s in read_corpus(tmp_path / name)] == ["张三在北京　大学\t工作 了"]
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r.get("source")) for r in records] == [(7, "web"), ("b", None)]
+    assert list(records[0]) == ["id", "text", "source", "entities"]
+    assert any(e["text"] == "张三" for e in records[0]["entities"])
+
+    res = zhner("predict", "--text", "张三在北京大学工作")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["text"] == "张三在北京大学工作"
+    assert_clean_error(zhner("predict", "--input-format", "jsonl", "-", stdin='{"text": 5}\n'), "<stdin>:1", '"text"')
+    assert_clean_error(zhner("predict", src, "--text", "x"), "--text")
+
+
+def test_info_device_and_label_warning(tmp_path):
+    from zhner.tagger import default_model_dir
+
+    model = default_model_dir()
+    res = zhner("info", model, "--json")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert info["model"] == "flat" and info["labels"] == ["LOC", "ORG", "PER"] and info["lexicon_words"] > 1000
+    assert info["size_bytes"] > (model / "model.safetensors").stat().st_size and info["parameters"] > 0
+    assert info["test"]["f1_strict"] > 0
+    table = zhner("info", model)
+    assert table.returncode == 0 and "labels" in table.stdout and "LOC, ORG, PER" in table.stdout
+    assert_clean_error(zhner("info", tmp_path / "none"), "no such model directory")
+
+    res = zhner("predict", "--device", "cpu", "--text", "张三")
+    assert res.returncode == 0, res.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        assert_clean_error(zhner("predict", "--device", "cuda", "--text", "张三"), "--device cuda", "no CUDA device")
+        assert_clean_error(zhner("evaluate", model, "resume", "--device", "cuda"), "no CUDA device")
+        assert_clean_error(zhner("train", "tener_resume", "-o", tmp_path / "r", "--device", "cuda"), "no CUDA device")
+        assert not (tmp_path / "r").exists()
+    assert_clean_error(zhner("predict", "--device", "tpu", "--text", "张三"), "--device must be one of")
+
+    gold = tmp_path / "gold.bmes"
+    gold.write_text("张 B-PERSON\n三 E-PERSON\n在 O\n北 B-LOC\n京 E-LOC\n\n", encoding="utf-8")
+    res = zhner("evaluate", model, gold)
+    assert res.returncode == 0, res.stderr
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: {gold}: entity types PERSON are not among the model's labels (LOC, ORG, PER); "
+                       "their entities all count as missed"]
+
+
 def test_score_misaligned_and_binary(tmp_path):
     gold = tmp_path / "g.bmes"
     gold.write_text("a O\nb O\n\n", encoding="utf-8")

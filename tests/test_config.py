@@ -48,3 +48,35 @@ def test_bad_yaml(tmp_path):
     assert str(path) in str(err.value)
     with pytest.raises(ZhnerError, match="no such config"):
         resolve_config(str(tmp_path / "missing.yaml"))
+
+
+def _model_fields():
+    """(model name, field, a value out of its bounds) for every bounded numeric field of every model config."""
+    from zhner.models import MODELS
+
+    cases = []
+    for name, (cfg_class, _) in MODELS.items():
+        for field, info in cfg_class.model_fields.items():
+            if field.endswith("dropout"):
+                cases += [(name, field, 1.0), (name, field, -0.1)]
+            elif field in ("heads", "head_dim", "layers", "hidden", "char_dim", "word_dim"):
+                cases += [(name, field, 0), (name, field, -1)]
+            elif field == "ff_ratio":
+                cases.append((name, field, 0))
+    return cases
+
+
+def test_every_model_field_is_bounded():
+    """Every dropout, width, depth and head count of every model is checked when the config loads, naming the field
+    (heads=0 used to divide by zero, head_dim=0 trained a degenerate model, dropout=1.5 failed inside torch)."""
+    from zhner.train.config import config_from_dict
+
+    cases = _model_fields()
+    assert {name for name, _, _ in cases} == {"tener", "bilstm_crf", "flat", "atssa", "nflat"}
+    assert len(cases) > 40
+    for name, field, value in cases:
+        with pytest.raises(ZhnerError, match=rf"model\.{field}: Input should be"):
+            config_from_dict({"model": {"name": name, field: value}})
+    with pytest.raises(ZhnerError, match="model.crf_init"):
+        config_from_dict({"model": {"name": "tener", "crf_init": "uniform"}})
+    config_from_dict({"model": {"name": "tener", "dropout": 0.0, "fc_dropout": 0.99, "bigram_dim": 0}})  # edges allowed

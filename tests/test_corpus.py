@@ -162,3 +162,19 @@ def test_real_corpora_counts(shared_data):
     assert [tags_to_spans(s.tags, "bio", False) for s in weibo] == [tags_to_spans(s.tags, "bmes", False) for s in bmes]
     resume = read_corpus(shared_data / "resume_ner/test.char.bmes")
     assert len(resume) == 477 and sum(len(s) for s in resume) == 15100
+
+
+def test_whitespace_placeholder_round_trip(tmp_path):
+    """A space, tab or U+3000 in a sentence is written as <U+XXXX> and read back as the character (before, such a
+    CoNLL line was 'malformed'); an empty JSONL text is no sentence, as a blank CoNLL line."""
+    from zhner.data.corpus import Sentence, conll_token, write_conll
+
+    chars = list("张三 在\t北京\u3000大学")
+    tags = ["B-PER", "E-PER", "O", "O", "O", "B-LOC", "E-LOC", "O", "O", "O"]
+    assert [conll_token(c) for c in chars[2:4]] == ["<U+0020>", "在"]
+    write_conll(tmp_path / "a.bmes", [Sentence(chars, tags)])
+    assert "<U+0009> O\n" in (tmp_path / "a.bmes").read_text(encoding="utf-8")
+    back = read_corpus(tmp_path / "a.bmes")
+    assert back.sentences[0].chars == chars and back.sentences[0].tags == tags
+    (tmp_path / "b.jsonl").write_text('{"text": ""}\n{"text": "张三", "entities": []}\n', encoding="utf-8")
+    assert [s.text for s in read_corpus(tmp_path / "b.jsonl")] == ["张三"]

@@ -96,11 +96,11 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
     src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
     with pytest.raises(ZhnerError, match="ships no default model"):
-        predict(str(src), None, dest, "jsonl", 32, None)
+        predict(str(src), None, dest, "jsonl", 32, None, input_format="auto", text=None, device="cpu")
 
     monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", general_run)
     assert default_model_dir() == general_run
-    predict(str(src), None, dest, "jsonl", 32, None)
+    predict(str(src), None, dest, "jsonl", 32, None, input_format="auto", text=None, device="cpu")
     records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
     expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"])
     assert [r["entities"] for r in records] == expected
@@ -114,9 +114,9 @@ def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
     lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
-    evaluate(general_run, str(source), 64)
+    evaluate(general_run, str(source), 64, device="cpu")
     from_source = json.loads(capsys.readouterr().out)
-    evaluate(general_run, str(mapped), 64)
+    evaluate(general_run, str(mapped), 64, device="cpu")
     assert from_source == json.loads(capsys.readouterr().out)
     assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
 

@@ -139,6 +139,8 @@ def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data):
     res_log = [json.loads(x) for x in (interrupted / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in res_log] == [1, 2]
     assert [r["dev"] for r in res_log] == [r["dev"] for r in ref_log]
+    # the interrupted epoch's loss covers the whole epoch, not only the part after the resume
+    assert [r["train_loss"] for r in res_log] == pytest.approx([r["train_loss"] for r in ref_log], rel=1e-9)
 
 
 def test_resume_with_another_config_is_refused(tmp_path, shared_data):
@@ -155,6 +157,12 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
     other = load_config(resolve_config("tener_resume"), overrides + ["train.lr=0.5"])
     with pytest.raises(ZhnerError, match="different config"):
         train(other, tmp_path, log=lambda _: None)
+    lines = []
+    (tmp_path / "log.jsonl").write_text('{"epoch": 1, "train_loss": 0.5}\n', encoding="utf-8")  # the interrupted run's
+    metrics = train(other, tmp_path, log=lines.append, overwrite=True)  # --overwrite: start afresh with the new config
+    assert [json.loads(x)["train_loss"] != 0.5 for x in (tmp_path / "log.jsonl").read_text().splitlines()] == [True]
+    assert any("interrupted run discarded" in line for line in lines) and not any("resuming" in line for line in lines)
+    assert metrics["status"] == "completed" and not (tmp_path / "checkpoint.pt").exists()
     (tmp_path / "checkpoint.pt").write_bytes(b"garbage")
     with pytest.raises(ZhnerError, match="cannot read this checkpoint"):
         train(cfg, tmp_path, log=lambda _: None)
@@ -290,3 +298,80 @@ def test_training_on_a_union_of_corpora_with_mapped_types(tmp_path, shared_data)
     assert set(tagger.featurizer.tags) == {"O", *(f"{p}-{t}" for p in "BMES" for t in ("PER", "LOC"))}
     with pytest.raises(ZhnerError, match=r"data.union.0.type_map: entity type 'PER.NOM' .* is not mapped"):
         train(tiny(extra=[*base, f"data.union=[{{dataset: {more}, type_map: {{PER.NAM: PER}}}}]"]), tmp_path / "bad")
+
+
+def _folder_with_a_long_sentence(root, long_repeats=500):
+    """train: 100 ten-character sentences and one of long_repeats x 10 characters (5,000 by default), all tagged."""
+    unit = [("张", "B-NAME"), ("三", "E-NAME"), ("在", "O"), ("北", "B-ORG"), ("京", "M-ORG"), ("大", "M-ORG"),
+            ("学", "E-ORG"), ("工", "O"), ("作", "O"), ("。", "O")]
+    sentence = "".join(f"{c} {t}\n" for c, t in unit) + "\n"
+    long = "".join(f"{c} {t}\n" for c, t in unit * long_repeats) + "\n"
+    root.mkdir()
+    (root / "train.bmes").write_text(sentence * 50 + long + sentence * 50, encoding="utf-8")
+    (root / "dev.bmes").write_text(sentence * 4, encoding="utf-8")
+    (root / "test.bmes").write_text(sentence * 4, encoding="utf-8")
+    return root
+
+
+def test_length_batches_cell_budget_keeps_normal_batches():
+    from zhner.data.batching import length_batches
+
+    import random
+
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 178) for _ in range(1000)]  # Resume-like: every batch of 16 is within 8M cells
+    for shuffle in (False, True):
+        assert length_batches(lengths, 16, shuffle, seed=3, max_cells=8_000_000) == length_batches(lengths, 16, shuffle, seed=3)
+    lengths[500] = 5000
+    batches = length_batches(lengths, 16, shuffle=True, seed=3, max_cells=8_000_000)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    assert [500] in batches  # the long sentence trains alone
+    assert all(len(b) == 1 or len(b) * max(lengths[i] for i in b) ** 2 <= 8_000_000 for b in batches)
+
+
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)`")
+def test_a_5000_character_sentence_trains_in_a_batch_of_its_own(tmp_path, monkeypatch):
+    """Training batches are bounded by sentences x length^2: the 5,000-character sentence is not padded together with
+    7 others into [8, 5000] (with tener_resume's batch 16 that was a 6.4 GB attention tensor per layer, killed at 23 GB)."""
+    import zhner.train.trainer as trainer
+
+    data = _folder_with_a_long_sentence(tmp_path / "data")
+    shapes = []
+
+    def fake_step(model, optimizer, batch, tc, scale=1.0):  # records the batch shapes; no 5000^2 attention is computed
+        shapes.append(tuple(batch["chars"].shape))
+        return torch.tensor(1.0)
+
+    monkeypatch.setattr(trainer, "train_step", fake_step)
+    config = tiny(extra=[f"data.dataset={data}", "train.epochs=1", "embeddings.char_vectors=null", "data.max_train_sentences=null"])
+    train(config, tmp_path / "run", log=lambda _: None)
+    long = [s for s in shapes if s[1] == 5000]
+    assert long == [(1, 5000)], long
+    assert sum(s[0] for s in shapes) == 101 and max(s[0] for s in shapes) == 8
+
+
+def test_max_length_cuts_long_train_sentences_outside_entities(tmp_path):
+    from zhner.data.corpus import Corpus, Sentence, split_long_sentences
+
+    data = _folder_with_a_long_sentence(tmp_path / "data", long_repeats=30)  # 300 characters at line 551
+    lines = []
+    config = tiny(extra=[f"data.dataset={data}", "train.epochs=1", "embeddings.char_vectors=null",
+                         "data.max_train_sentences=null", "train.max_length=64"])
+    run = prepare(config, log=lines.append)
+    warning = next(line for line in lines if "train.max_length" in line)
+    assert warning.startswith("warning: train: 1 sentence(s) longer than train.max_length=64 cut into 5 pieces")
+    assert f"{data / 'train.bmes'}, line 551)" in warning and "entities" not in warning
+    pieces = [s for s in run.splits["train"] if len(s) > 10]
+    assert [len(s) for s in pieces] == [60, 60, 60, 60, 60]  # cut after a 。 each time
+    assert all(s.text.endswith("。") for s in pieces) and [s.line for s in pieces] == [551, 611, 671, 731, 791]
+    assert len(run.splits["train"]) == 105
+
+    # no sentence end in reach: a comma, then any point outside an entity; an entity longer than the window is cut
+    sent = Sentence(list("北京大学和清华大学的张三李四王五"), ["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "B-ORG", "M-ORG", "M-ORG",
+                    "E-ORG", "O", "B-PER", "E-PER", "B-PER", "E-PER", "B-PER", "E-PER"], line=7)
+    out, report = split_long_sentences(Corpus([sent], "bmes"), 6)
+    assert ["".join(s.chars) for s in out] == ["北京大学和", "清华大学的", "张三李四王五"]
+    assert report.entities_cut == 0 and report.lines == [7] and [s.line for s in out] == [7, 12, 17]
+    out, report = split_long_sentences(Corpus([Sentence(list("中华人民共和国"), ["B-LOC"] + ["M-LOC"] * 5 + ["E-LOC"])], "bmes"), 4)
+    assert [s.tags for s in out] == [["B-LOC", "M-LOC", "M-LOC", "E-LOC"], ["B-LOC", "M-LOC", "E-LOC"]]
+    assert report.entities_cut == 1

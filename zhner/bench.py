@@ -31,7 +31,8 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     model = tagger.model
 
     items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
-    order = length_batches([len(it["chars"]) for it in items], tc.batch_size, shuffle=True, seed=0)
+    lengths = [len(it["chars"]) for it in items]
+    order = length_batches(lengths, tc.batch_size, shuffle=True, seed=0, max_cells=tc.max_batch_cells)
     batches = [featurizer.collate([items[i] for i in idx]) for idx in order]
     optimizer = make_optimizer(model, run.config)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -14,7 +15,10 @@ import typer
 
 from zhner.errors import ZhnerError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.")
+# pretty_exceptions_enable=False: a bug keeps a plain traceback; user errors never reach it (see main)
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Chinese named entity recognition.", pretty_exceptions_enable=False
+)
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksums, fetch from their public sources.")
 app.add_typer(data_app, name="data")
 
@@ -23,6 +27,23 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from zhner import __version__
+
+        typer.echo(f"zhner {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, expose_value=False, callback=_print_version, help="print the version and exit"
+    ),
+) -> None:
+    """Chinese named entity recognition."""
 
 
 def resolve_config(name_or_path: str) -> Path:
@@ -43,23 +64,29 @@ def train(
     output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="train this many seeds (seed, seed+1, ...), one sub-directory each"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model already in OUTPUT"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model or an interrupted run in OUTPUT"),
+    device: str = typer.Option("auto", "--device", help="auto (a GPU when CUDA is available), cpu, or cuda"),
 ) -> None:
     """Train a model; resumes automatically if OUTPUT holds an interrupted run."""
     from zhner.train.config import load_config
     from zhner.train.runs import run_summary, train_seeds
     from zhner.train.trainer import train as run_training
 
+    from zhner.fileio import check_output_dir
+
     cfg = load_config(resolve_config(config), set_)
+    check_output_dir(output)
+    _device(device)  # a bad --device fails before the data is loaded
     if seeds == 1:
-        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite)
+        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite, device=device)
         if metrics:  # under torchrun only process 0 has the run's metrics
             typer.echo(json.dumps(run_summary(metrics), ensure_ascii=False))
         return
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ZhnerError("--seeds is not supported under torchrun: launch one torchrun per seed (--set train.seed=N)")
     # seed<N> run directories and seeds.json; a finished seed with the same config is read back, not trained again
-    typer.echo(json.dumps(train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite), ensure_ascii=False))
+    summaries = train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite, device=device)
+    typer.echo(json.dumps(summaries, ensure_ascii=False))
 
 
 @app.command()
@@ -77,9 +104,13 @@ def sweep(
     from zhner.train.config import apply_overrides
     from zhner.train.runs import sweep as run_sweep
 
+    from zhner.fileio import check_output_dir, reading
+
     path = resolve_config(config)
+    check_output_dir(output)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        with reading(path, "a YAML config file"):
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
@@ -129,27 +160,41 @@ def evaluate(
     model_dir: Path = typer.Argument(..., help="a trained model directory"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
     from zhner.data.corpus import map_types, read_corpus
-    from zhner.data.registry import DATASETS, load_dataset
+    from zhner.data.registry import DATASETS, SPLITS, load_dataset
+    from zhner.data.schemes import split_tag
     from zhner.tagger import Tagger
 
+    torch_device = _device(device)
     tagger = Tagger.load(model_dir)
+    tagger.model.to(torch_device)
     name, _, split = data.partition(":")
     if not Path(data).exists() and name in DATASETS:
+        if split and split not in SPLITS:
+            expected = ", ".join(f"{name}:{s}" for s in SPLITS)
+            raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
         corpus = load_dataset(name)[split or "test"]
     else:
         corpus = read_corpus(data)
     type_map = tagger.config.data.type_map
     if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
         corpus = map_types(corpus, type_map)
+    labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
+    unknown = corpus.types() - labels
+    if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
+        _echo_err(
+            f"warning: {corpus.path}: entity types {', '.join(sorted(unknown))} are not among the model's labels "
+            f"({', '.join(sorted(labels))}); their entities all count as missed"
+        )
     typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
 
 
 @app.command()
 def predict(
-    input_file: str = typer.Argument("-", help="text file, one text per line ('-' or absent: stdin)"),
+    input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
     model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
@@ -158,6 +203,12 @@ def predict(
         None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
+    input_format: str = typer.Option(
+        "auto", "--input-format", help='text (a text per line), jsonl ({"id", "text", ...} per line, other fields kept '
+        "in the output), or auto: jsonl for a .jsonl file, else text"
+    ),
+    text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -165,8 +216,18 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if input_format not in ("auto", "text", "jsonl"):
+        raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
+    if text is not None and input_file != "-":
+        raise ZhnerError("--text and INPUT_FILE: give one of them")
+    if output is not None and output.is_dir():
+        raise ZhnerError("is a directory; name the file to write", output)
+    jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
+    torch_device = _device(device)
     tagger = Tagger.load(resolve_model_dir(model_dir))
-    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb)
+    tagger.model.to(torch_device)
+    texts = None if text is None else [text]
+    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb, jsonl_input=jsonl_input, texts=texts)
 
 
 @app.command("export")
@@ -192,6 +253,32 @@ def export_model(
         if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
             raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
     typer.echo(str(path))
+
+
+def _device(name: str):
+    from zhner.device import resolve_device
+
+    return resolve_device(name)
+
+
+@app.command()
+def info(
+    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""
+    from zhner.info import model_info
+
+    result = model_info(model_dir)
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    for key, value in result.items():
+        if isinstance(value, dict):
+            value = "  ".join(f"{k} {v}" for k, v in value.items()) if value else "-"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        typer.echo(f"{key:18s} {value if value is not None else '-'}")
 
 
 def resolve_model_dir(model_dir: Path | None) -> Path:
@@ -252,8 +339,11 @@ def score(
     scheme: Optional[str] = typer.Option(None, help="bio / bioes / bmes (default: detected from GOLD)"),
 ) -> None:
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc."""
+    from zhner.data.schemes import SCHEMES
     from zhner.evaluate.metrics import format_report, score_files
 
+    if scheme is not None and scheme not in SCHEMES:
+        raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
     result = score_files(gold, pred, scheme=scheme)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
 
@@ -323,10 +413,43 @@ def data_fetch(
         typer.echo(str(path))
 
 
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    """The exception classes of command-line usage errors. typer >= 0.2x vendors click (typer._click, errors derive from
+    typer.TyperException); older typer raises click's own: catch whichever this installation has."""
+    types: list[type[BaseException]] = []
+    if isinstance(getattr(typer, "TyperException", None), type):
+        types.append(typer.TyperException)
+    try:
+        import click
+
+        types.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(types)
+
+
+def _usage_message(exc: BaseException) -> str:
+    """One line: the command it concerns and click's message ("No such option: --bogus", "Invalid value for ...")."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    message = " ".join(str(message).split())  # click's messages may hold newlines (suggestions)
+    path = getattr(getattr(exc, "ctx", None), "command_path", None) or "zhner"
+    return f"{path}: {message} (see {path} --help)"
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that `finally` blocks run: atomic_open removes its temporary file."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    signal.signal(signal.SIGTERM, _on_sigterm)  # `serve` replaces it with uvicorn's graceful shutdown
+    usage_errors = _usage_error_types()
     try:
-        rc = app(standalone_mode=False)  # returns the code of a typer.Exit in this mode
+        rc = app(prog_name="zhner", standalone_mode=False)  # returns the code of a typer.Exit in this mode
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ZhnerError as exc:
@@ -335,16 +458,19 @@ def main() -> None:
     except KeyboardInterrupt:
         _echo_err("interrupted")
         sys.exit(130)
+    except _Terminated:
+        _echo_err("terminated")
+        sys.exit(128 + signal.SIGTERM)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as exc:  # click usage errors come through here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
+    except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
+        if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message
+            _echo_err(f"error: {_usage_message(exc)}")
+        sys.exit(2)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # click's / typer's Abort: the user pressed Ctrl-C at a prompt
+            _echo_err("interrupted")
+            sys.exit(130)
         raise
 
 

@@ -11,14 +11,35 @@ from typing import IO
 from zhner.errors import ZhnerError
 
 
+def current_umask() -> int:
+    """The process's umask. Linux shows it in /proc; elsewhere set-and-restore it (os.umask cannot only read it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file next to `path`; rename it over `path` only if the block finishes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # os.replace would fail only at the end, after all the work
+        raise ZhnerError("is a directory; name a file to write", path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ZhnerError("a parent of this path is a file, not a directory", path) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
+        # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~current_umask())
         with open(tmp, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
             handle.flush()
@@ -28,6 +49,16 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_output_dir(path: str | Path) -> None:
+    """A directory to create or fill: refuse a path naming an existing file (or under one) before any work starts."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ZhnerError("exists and is not a directory; name a directory for the run", p)
+            return
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

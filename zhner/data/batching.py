@@ -11,19 +11,25 @@ def length_batches(
     shuffle: bool = False,
     seed: int = 0,
     pool_batches: int = 50,
+    max_cells: int | None = None,
 ) -> list[list[int]]:
     """Split sentence indices into batches of similar length.
 
     Without shuffling: indices sorted by length (longest first), cut into batches; order is deterministic.
     With shuffling: indices are shuffled, cut into pools of `pool_batches` batches, sorted by length inside each pool,
     cut into batches, and the batches shuffled -- random across epochs (seeded) yet with little padding.
+    max_cells: a batch whose attention-sized cost, sentences x longest length^2, exceeds it is cut (longest first) into
+    consecutive batches within it; a sentence over it alone makes a batch. Applied last, so batches within the budget are
+    exactly those of no budget (the same order, the same random stream).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     indices = list(range(len(lengths)))
     if not shuffle:
         indices.sort(key=lambda i: -lengths[i])
-        return [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
+        return _within(
+            [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)], lengths, max_cells
+        )
     rng = random.Random(seed)
     rng.shuffle(indices)
     pool = batch_size * pool_batches
@@ -32,7 +38,23 @@ def length_batches(
         chunk = sorted(indices[p : p + pool], key=lambda i: -lengths[i])
         batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
     rng.shuffle(batches)
-    return batches
+    return _within(batches, lengths, max_cells)
+
+
+def _within(batches: list[list[int]], lengths: Sequence[int], max_cells: int | None) -> list[list[int]]:
+    """Cut each batch (sorted longest first) into consecutive parts of at most max_cells = sentences x longest^2."""
+    if max_cells is None:
+        return batches
+    out: list[list[int]] = []
+    for batch in batches:
+        part: list[int] = []
+        for i in batch:
+            if part and (len(part) + 1) * lengths[part[0]] ** 2 > max_cells:
+                out.append(part)
+                part = []
+            part.append(i)
+        out.append(part)
+    return out
 
 
 def budget_batches(lengths: Sequence[int], batch_size: int, max_cells: int, min_ratio: float = 0.5) -> list[list[int]]:

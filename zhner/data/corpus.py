@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zhner.data.schemes import (
+    SCHEMES,
     Span,
     convert_tags,
     detect_scheme,
@@ -30,6 +31,14 @@ from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, reading
 
 FORMATS = ("auto", "conll", "weibo", "jsonl")
+# A whitespace character cannot be a CoNLL token (columns are split at whitespace): it is written as <U+XXXX>, its code
+# point in hex (a space is <U+0020>, U+3000 <U+3000>), and read back as the character.
+_PLACEHOLDER = re.compile(r"<U\+([0-9A-F]{4,6})>")
+
+
+def conll_token(char: str) -> str:
+    """The CoNLL token of a character: itself, or <U+XXXX> for whitespace (a space, tab, U+3000, ...)."""
+    return f"<U+{ord(char):04X}>" if char.isspace() else char
 
 
 @dataclass
@@ -87,6 +96,8 @@ def read_corpus(
     labelled: for conll/weibo, whether lines carry a tag column (unlabelled files have one character per line).
     """
     path = Path(path)
+    if scheme is not None and scheme not in SCHEMES:
+        raise ZhnerError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     lines = _read_lines(path)
     if fmt not in FORMATS:
         raise ZhnerError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}", path)
@@ -158,7 +169,10 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
             what = "CHAR TAG" if labelled else "one character"
             raise ZhnerError(f"malformed line {line[:40]!r}: expected {what}", path, lineno)
         token = fields[0]
-        if weibo:
+        placeholder = _PLACEHOLDER.fullmatch(token) if len(token) > 1 else None
+        if placeholder is not None and int(placeholder.group(1), 16) <= 0x10FFFF:
+            token = chr(int(placeholder.group(1), 16))
+        elif weibo:
             if not _looks_weibo(token):
                 raise ZhnerError(f"malformed Weibo token {token!r}: expected a character and its 1-2 digit position", path, lineno)
             token = token[0]
@@ -188,8 +202,8 @@ def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise ZhnerError('expected an object with a string field "text"', path, lineno)
         text = record["text"]
-        if not text:
-            raise ZhnerError('field "text" is empty', path, lineno)
+        if not text:  # `zhner predict` writes a record for an empty input line: no sentence, as a blank CoNLL line
+            continue
         tags = None
         if "entities" in record:
             spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
@@ -257,6 +271,61 @@ def repair_tags(corpus: Corpus) -> tuple[Corpus, list[int]]:
     return Corpus(sentences, corpus.scheme, corpus.path), repaired
 
 
+_SENTENCE_END = set("。！？!?；;…")
+_CLAUSE_END = set("，,、：:） )」』”\t\u3000")
+
+
+@dataclass
+class SplitReport:
+    """What `split_long_sentences` did: the file lines of the sentences it cut, and entities it had to cut through."""
+
+    lines: list[int] = field(default_factory=list)
+    pieces: int = 0
+    entities_cut: int = 0
+
+
+def split_long_sentences(corpus: Corpus, max_length: int) -> tuple[Corpus, SplitReport]:
+    """Cut labelled sentences longer than `max_length` into pieces of at most `max_length` characters (train.max_length).
+    A cut goes after sentence-ending punctuation where one is in reach, else after a clause mark (comma, colon, ...),
+    else anywhere -- never inside an entity when another cut point is in reach. Only an entity longer than the
+    window itself is cut; its parts become entities of their own (counted in `entities_cut`)."""
+    report = SplitReport()
+    sentences: list[Sentence] = []
+    for sent in corpus.sentences:
+        if len(sent) <= max_length or sent.tags is None:
+            sentences.append(sent)
+            continue
+        spans = tags_to_spans(sent.tags, corpus.scheme, strict=False)
+        inside = {b for start, end, _ in spans for b in range(start + 1, end)}  # cut points that would split an entity
+        cuts = _cut_points(sent.chars, inside, max_length)
+        report.lines.append(sent.line)
+        report.entities_cut += sum(1 for c in cuts if c in inside)
+        for a, b in zip([0, *cuts], [*cuts, len(sent)]):
+            piece_spans = [(max(s, a) - a, min(e, b) - a, t) for s, e, t in spans if s < b and e > a]
+            tags = spans_to_tags(b - a, piece_spans, corpus.scheme)
+            sentences.append(Sentence(sent.chars[a:b], tags, corpus.token_line(sent, a), sent.meta))
+            report.pieces += 1
+    return Corpus(sentences, corpus.scheme, corpus.path), report
+
+
+def _cut_points(chars: list[str], inside: set[int], max_length: int) -> list[int]:
+    """Positions (0 < p < len) at which to cut so that no piece exceeds max_length; the latest best-ranked point in
+    reach each time (a sentence end, then a clause mark, then any point outside an entity, then any point)."""
+    cuts: list[int] = []
+    start = 0
+    while len(chars) - start > max_length:
+        reach = range(start + max_length, start, -1)  # cutting at p ends the piece after chars[p - 1]
+        for marks in (_SENTENCE_END, _CLAUSE_END, None):
+            cut = next((p for p in reach if p not in inside and (marks is None or chars[p - 1] in marks)), None)
+            if cut is not None:
+                break
+        else:
+            cut = start + max_length  # the window lies inside one entity: cut it
+        cuts.append(cut)
+        start = cut
+    return cuts
+
+
 def check_known_tags(corpus: Corpus, known: Iterable[str]) -> None:
     """Reject tags outside a model's label set, naming the first offending line."""
     known = set(known)
@@ -275,7 +344,7 @@ def write_conll(path: str | Path, sentences: Iterable[Sentence], sep: str = " ")
             if sent.tags is None:
                 raise ValueError("cannot write an unlabelled sentence in CoNLL format")
             for ch, tag in zip(sent.chars, sent.tags):
-                out.write(f"{ch}{sep}{tag}\n")
+                out.write(f"{conll_token(ch)}{sep}{tag}\n")
             out.write("\n")
 
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from zhner.nn.crf import CRF
@@ -11,6 +13,13 @@ from zhner.nn.embedding import CharBigramEmbedding
 FLOAT = 4  # bytes
 LIVE_SCORES = 3  # [B, H, Lq, Lk]-sized tensors alive at once in an attention layer at inference (scores, softmax, a copy)
 WORDS_PER_CHAR = 1.0  # lexicon matches per character assumed by memory estimates (jieba on MSRA test text: 0.54)
+
+
+# Bounds every model config uses, checked when a config is loaded (before anything is written): a value the layers
+# cannot be built with is a config error naming the field, not a crash or a degenerate model.
+Dropout = Annotated[float, Field(ge=0, lt=1)]  # nn.Dropout accepts 1.0, but p=1 zeroes every activation
+Positive = Annotated[int, Field(ge=1)]
+Ratio = Annotated[float, Field(gt=0)]
 
 
 def attention_bytes(heads: int, queries: int, keys: int) -> int:
@@ -22,11 +31,11 @@ class ModelConfig(BaseModel):
     """Fields shared by every model config; each model adds its own and a `name` literal."""
 
     model_config = ConfigDict(extra="forbid")
-    char_dim: int = 128  # set from the pretrained vectors when they are used
-    bigram_dim: int = 128  # 0 = no bigram input
-    embed_dropout: float = 0.5
+    char_dim: Positive = 128  # set from the pretrained vectors when they are used
+    bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
+    embed_dropout: Dropout = 0.5
     crf_constraints: bool = True  # forbid transitions the tag scheme does not allow
-    crf_init: str = "normal"
+    crf_init: Literal["zero", "normal"] = "normal"
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
     # directory or hub model; training copies its config into `bert_config`, so a saved model loads without it.
     bert: str | None = None

@@ -20,7 +20,7 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger, char_input
+from zhner.models.base import Dropout, ModelConfig, Positive, SequenceTagger, char_input
 from zhner.models.modeling_tener import tener_layers
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.word_fusion import WordFusion
@@ -32,10 +32,10 @@ class ATSSAConfig(ModelConfig):
     head_dim: int = Field(12, ge=1)
     layers: int = Field(1, ge=1)
     ff_ratio: float = Field(4.0, gt=0)  # Table 2: FFN size in [4, 6, 8] x heads x head_dim
-    dropout: float = 0.15  # FFN, sublayer outputs and attention weights
-    fc_dropout: float = 0.3  # before the output layer
+    dropout: Dropout = 0.15  # FFN, sublayer outputs and attention weights
+    fc_dropout: Dropout = 0.3  # before the output layer
     scaled: bool = False  # 1/sqrt(head_dim) on the context-encoding scores
-    word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+    word_dim: Positive | None = None  # None = char_dim (word vectors are composed from character vectors)
     selective: bool = True  # False: plain softmax attention (ablation -SSA, the baseline of the significance test)
     topk: int = Field(3, ge=0)  # Eq. 8's floor; 0 removes it (ablation -topk)
     alpha: float = Field(50.0, gt=0)  # Eq. 9's amplification factor; 1 = ablation -AF

@@ -7,14 +7,14 @@ import torch
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import ModelConfig, SequenceTagger, char_input
+from zhner.models.base import Dropout, ModelConfig, Positive, SequenceTagger, char_input
 
 
 class BiLSTMCRFConfig(ModelConfig):
     name: Literal["bilstm_crf"] = "bilstm_crf"
-    hidden: int = 200  # per direction
-    layers: int = 1
-    dropout: float = 0.5
+    hidden: Positive = 200  # per direction
+    layers: Positive = 1
+    dropout: Dropout = 0.5
 
 
 class BiLSTMCRF(SequenceTagger):

@@ -24,7 +24,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from zhner.errors import ZhnerError
-from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes, char_input
+from zhner.models.base import (
+    FLOAT,
+    WORDS_PER_CHAR,
+    Dropout,
+    ModelConfig,
+    Positive,
+    SequenceTagger,
+    attention_bytes,
+    char_input,
+)
 from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
@@ -44,9 +53,9 @@ class FLATConfig(ModelConfig):
     head_dim: int = Field(20, ge=1)
     layers: int = Field(1, ge=1)
     ff_ratio: float = Field(3.0, gt=0)
-    dropout: float = 0.15  # FFN and sublayer outputs
-    attn_dropout: float = 0.0  # on the attention weights
-    fc_dropout: float = 0.3  # before the output layer (the release's "output" dropout)
+    dropout: Dropout = 0.15  # FFN and sublayer outputs
+    attn_dropout: Dropout = 0.0  # on the attention weights
+    fc_dropout: Dropout = 0.3  # before the output layer (the release's "output" dropout)
     position_fusion: Literal["ff_two", "ff_four", "head"] = "ff_two"
     preset: Literal["default", "compat"] = "default"
     msm: bool = False  # mask attention from characters to their self-matched words (Table 2, FLAT_msm)
@@ -55,7 +64,7 @@ class FLATConfig(ModelConfig):
     scaled: bool = True  # False (compat): no 1/sqrt(head_dim)
     project_k: bool = True  # False (compat): K is the layer input, not projected
     out_proj: bool = True  # False (compat): no output projection after attention
-    word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+    word_dim: Positive | None = None  # None = char_dim (word vectors are composed from character vectors)
     word_embedding: Literal["table", "chars"] = "table"  # chars: mean of the word's character embeddings, no word table
 
     @model_validator(mode="before")

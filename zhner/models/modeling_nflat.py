@@ -21,7 +21,16 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import FLOAT, WORDS_PER_CHAR, ModelConfig, SequenceTagger, attention_bytes, char_input
+from zhner.models.base import (
+    FLOAT,
+    WORDS_PER_CHAR,
+    Dropout,
+    ModelConfig,
+    Positive,
+    SequenceTagger,
+    attention_bytes,
+    char_input,
+)
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.encoder import TransformerLayer
 from zhner.nn.interformer import InterFormer
@@ -34,13 +43,13 @@ class NFLATConfig(ModelConfig):
     layers: int = Field(1, ge=1)  # InterFormer layers, and TENER layers
     less_head: bool = False  # TENER encoder with heads // 2 (the release's is_less_head = 2)
     ff_ratio: float = Field(2.0, gt=0)
-    dropout: float = 0.2  # FFN and sublayer outputs in both encoders
-    attn_dropout: float = 0.0  # on the attention weights of both encoders
-    fc_dropout: float = 0.0  # before the output layer
-    word_dropout: float = 0.5  # on word embeddings (embed_dropout is the character one)
+    dropout: Dropout = 0.2  # FFN and sublayer outputs in both encoders
+    attn_dropout: Dropout = 0.0  # on the attention weights of both encoders
+    fc_dropout: Dropout = 0.0  # before the output layer
+    word_dropout: Dropout = 0.5  # on word embeddings (embed_dropout is the character one)
     rpe: bool = True  # False: no relative position in inter-attention (Table IV, -RPE)
     non_word: bool = True  # False: no <non_word> key (Table IV, -TAG)
-    word_dim: int | None = None  # None = char_dim (word vectors are composed from character vectors)
+    word_dim: Positive | None = None  # None = char_dim (word vectors are composed from character vectors)
 
 
 class NFLAT(SequenceTagger):

@@ -11,19 +11,19 @@ from typing import Literal
 import torch
 from torch import nn
 
-from zhner.models.base import ModelConfig, SequenceTagger, attention_bytes, char_input
+from zhner.models.base import Dropout, ModelConfig, Positive, Ratio, SequenceTagger, attention_bytes, char_input
 from zhner.nn.attention import RelativeSelfAttention
 from zhner.nn.encoder import TransformerLayer
 
 
 class TENERConfig(ModelConfig):
     name: Literal["tener"] = "tener"
-    heads: int = 4
-    head_dim: int = 64
-    layers: int = 2
-    ff_ratio: float = 2.0
-    dropout: float = 0.15  # inside the encoder
-    fc_dropout: float = 0.4  # before the output layer
+    heads: Positive = 4
+    head_dim: Positive = 64
+    layers: Positive = 2
+    ff_ratio: Ratio = 2.0
+    dropout: Dropout = 0.15  # inside the encoder
+    fc_dropout: Dropout = 0.4  # before the output layer
     scaled: bool = False
 
 

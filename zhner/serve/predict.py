@@ -11,6 +11,7 @@ from typing import IO
 
 from tqdm import tqdm
 
+from zhner.data.corpus import conll_token
 from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open
@@ -43,19 +44,48 @@ def _lines(source: str) -> Iterator[tuple[int, str]]:
             stream.close()
 
 
-def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio") -> str:
+def _records(source: str, jsonl: bool) -> Iterator[dict]:
+    """Input records: {"text": line} per line of text, or with `jsonl` one JSON object per line ({"id", "text", ...};
+    blank lines skipped) whose other fields go through to the output record."""
+    name = "<stdin>" if source == "-" else source
+    for lineno, line in _lines(source):
+        if not jsonl:
+            yield {"text": line}
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ZhnerError(f"invalid JSON: {exc.msg}", name, lineno) from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ZhnerError('expected a JSON object with a string field "text"', name, lineno)
+        yield record
+
+
+def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio", record: dict | None = None) -> str:
+    """One output record: JSONL {"text", "entities"} (after the input record's other fields, when given), or CoNLL
+    `CHAR<TAB>TAG` lines and a blank line (whitespace characters as <U+XXXX>, which the corpus reader reads back)."""
     if fmt == "jsonl":
-        return json.dumps({"text": text, "entities": entities}, ensure_ascii=False) + "\n"
+        return json.dumps({**(record or {}), "text": text, "entities": entities}, ensure_ascii=False) + "\n"
     spans = [(e["start"], e["end"], e["type"]) for e in entities]
     tags = spans_to_tags(len(text), spans, scheme)
-    return "".join(f"{ch}\t{tag}\n" for ch, tag in zip(text, tags)) + "\n"
+    return "".join(f"{conll_token(ch)}\t{tag}\n" for ch, tag in zip(text, tags)) + "\n"
 
 
 def predict_stream(
-    tagger, source: str, output: Path | None, fmt: str = "jsonl", batch_size: int = 32, memory_mb: float | None = None
+    tagger,
+    source: str,
+    output: Path | None,
+    fmt: str = "jsonl",
+    batch_size: int = 32,
+    memory_mb: float | None = None,
+    jsonl_input: bool = False,
+    texts: list[str] | None = None,
 ) -> int:
     """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines.
-    memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default."""
+    memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default.
+    jsonl_input: `source` holds {"text", ...} records (see `_records`); texts: tag these instead of reading `source`."""
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
     total = None
     if source != "-" and Path(source).is_file():
@@ -65,22 +95,24 @@ def predict_stream(
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
-        for chunk in chunks((text for _, text in _lines(source)), CHUNK_LINES, CHUNK_CHARS):
+        records = ({"text": t} for t in texts) if texts is not None else _records(source, jsonl_input)
+        for chunk in chunks(records, CHUNK_LINES, CHUNK_CHARS):
             count += _flush(tagger, chunk, out, fmt, scheme, options, bar)
     return count
 
 
-def chunks(texts: Iterable[str], max_lines: int, max_chars: int) -> Iterator[list[str]]:
+def chunks(texts: Iterable, max_lines: int, max_chars: int) -> Iterator[list]:
     """Consecutive groups of at most max_lines texts and about max_chars characters (a longer single text is a
     group of its own). Only one group is in memory at a time, whatever the input size."""
-    chunk: list[str] = []
+    chunk: list = []
     size = 0
-    for text in texts:
-        if chunk and (len(chunk) == max_lines or size + len(text) > max_chars):
+    for item in texts:  # a text, or a record {"text", ...}
+        length = len(item["text"] if isinstance(item, dict) else item)
+        if chunk and (len(chunk) == max_lines or size + length > max_chars):
             yield chunk
             chunk, size = [], 0
-        chunk.append(text)
-        size += len(text)
+        chunk.append(item)
+        size += length
     if chunk:
         yield chunk
 
@@ -89,9 +121,10 @@ def _stdout() -> IO[str]:
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=False, write_through=True)
 
 
-def _flush(tagger, texts: list[str], out: IO[str], fmt: str, scheme: str, options: dict, bar) -> int:
-    for text, entities in zip(texts, tagger.predict(texts, **options)):
-        out.write(format_record(text, entities, fmt, scheme))
+def _flush(tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, options: dict, bar) -> int:
+    texts = [r["text"] for r in records]
+    for record, text, entities in zip(records, texts, tagger.predict(texts, **options)):
+        out.write(format_record(text, entities, fmt, scheme, record))
     bar.update(sum(len(t.encode("utf-8")) + 1 for t in texts))
     out.flush()
     return len(texts)

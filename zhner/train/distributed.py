@@ -23,6 +23,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from zhner.device import resolve_device
+
 # rank 0 evaluates dev and test while the other processes wait in a collective: allow a long evaluation (MSRA, CPU)
 _TIMEOUT = timedelta(hours=2)
 
@@ -40,13 +42,16 @@ class Context:
         return self.rank == 0
 
 
-def setup() -> Context:
+def setup(device: str = "auto") -> Context:
     """The process group of a torchrun launch (WORLD_SIZE > 1 in the environment), joined once; a single process
-    otherwise. The device is the process's GPU (LOCAL_RANK) when CUDA is available, else the CPU."""
+    otherwise. `device` (zhner.device): auto = the GPU when CUDA is available, else the CPU; under torchrun each
+    process takes the GPU of its LOCAL_RANK."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    chosen = resolve_device(device)
+    cuda = chosen.type == "cuda"
+    index = local_rank if world > 1 or chosen.index is None else chosen.index
+    device = torch.device("cuda", index) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():

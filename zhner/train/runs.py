@@ -56,29 +56,40 @@ def _finished_metrics(out: Path, config: Config) -> dict | None:
     if metrics.get("status") in (None, "running"):
         return None
     saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    try:  # fields added to the config since the run was made count as their defaults
+        saved = config_from_dict(saved).model_dump(mode="json")
+    except ZhnerError:
+        pass
     if _comparable(saved) != _comparable(config.model_dump(mode="json")):
         raise ZhnerError("holds a finished run with a different config; use another -o or --overwrite", out)
     return metrics
 
 
-def train_one(config: Config, out: Path, log: Callable[[str], None], overwrite: bool) -> dict:
+def train_one(config: Config, out: Path, log: Callable[[str], None], overwrite: bool, device: str = "auto") -> dict:
     """Train one run, or read back a finished one made with the same config (unless `overwrite`)."""
     if not overwrite:
         metrics = _finished_metrics(out, config)
         if metrics is not None:
             log(f"{out}: finished run found, not trained again")
             return metrics
-    return train(config, out, log=log, overwrite=overwrite)
+    return train(config, out, log=log, overwrite=overwrite, device=device)
 
 
-def train_seeds(config: Config, out: str | Path, seeds: int, log: Callable[[str], None] = print, overwrite: bool = False) -> list[dict]:
+def train_seeds(
+    config: Config,
+    out: str | Path,
+    seeds: int,
+    log: Callable[[str], None] = print,
+    overwrite: bool = False,
+    device: str = "auto",
+) -> list[dict]:
     """Seeds config.train.seed, +1, ...: one run directory `seed<N>` each, and `seeds.json` (a list of run summaries)."""
     out = Path(out)
     summaries = []
     for k in range(seeds):
         seed = config.train.seed + k
         seeded = config.model_copy(update={"train": config.train.model_copy(update={"seed": seed})})
-        summaries.append(run_summary(train_one(seeded, out / f"seed{seed}", log, overwrite)))
+        summaries.append(run_summary(train_one(seeded, out / f"seed{seed}", log, overwrite, device)))
         atomic_write_text(out / "seeds.json", json.dumps(summaries, indent=2, ensure_ascii=False))  # partial sets are readable
     return summaries
 

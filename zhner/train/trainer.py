@@ -11,7 +11,6 @@ $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses 
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import sys
@@ -22,20 +21,22 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from tqdm import tqdm
 
 from zhner.data.batching import length_batches
-from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags
+from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
+from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
 from zhner.train import distributed
-from zhner.train.config import Config, TrainConfig, dump_config
+from zhner.train.config import Config, TrainConfig, config_from_dict, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -70,6 +71,15 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
             f"train: {count} the {splits['train'].scheme.upper()} scheme ({splits['train'].path}, "
             f"line{'s' if len(repaired) > 1 else ''} {where}); trained on the spans a lenient reading gives"
         )
+    if config.train.max_length:
+        splits["train"], cut = split_long_sentences(splits["train"], config.train.max_length)
+        if cut.lines:
+            where = ", ".join(str(line) for line in cut.lines[:5]) + (", ..." if len(cut.lines) > 5 else "")
+            log(
+                f"warning: train: {len(cut.lines)} sentence(s) longer than train.max_length={config.train.max_length} "
+                f"cut into {cut.pieces} pieces ({splits['train'].path}, line{'s' if len(cut.lines) > 1 else ''} {where})"
+                + (f"; {cut.entities_cut} entities longer than that were cut into parts" if cut.entities_cut else "")
+            )
     emb = config.embeddings
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
     if vectors is not None:
@@ -240,19 +250,21 @@ def train(
     progress: bool | None = None,
     log: Callable[[str], None] = print,
     overwrite: bool = False,
+    device: str = "auto",
 ) -> dict:
     """Train (or resume) a run in `out_dir`; returns the final metrics (also written to metrics.json).
     A directory that already holds a finished model is refused unless `overwrite`.
     Under torchrun (WORLD_SIZE > 1) each process trains on its share of every global batch (train/distributed.py);
-    process 0 alone evaluates, writes the run directory and logs."""
-    ctx = distributed.setup()
+    process 0 alone evaluates, writes the run directory and logs. `device`: auto, cpu or cuda (see zhner.device)."""
+    ctx = distributed.setup(device)
     if not ctx.is_main:
         log, progress = (lambda _: None), False
     out_dir = Path(out_dir)
+    check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
+    run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = prepare(config, log)
     config, tagger, featurizer = run.config, run.tagger, run.featurizer
     model, tc = tagger.model.to(ctx.device), config.train
     if ctx.world > 1:
@@ -262,13 +274,23 @@ def train(
 
     train_items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
     lengths = [len(it["chars"]) for it in train_items]
-    steps_per_epoch = math.ceil(len(train_items) / tc.batch_size)
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        seed = tc.seed * 100_003 + epoch
+        return length_batches(lengths, tc.batch_size, shuffle=True, seed=seed, max_cells=tc.max_batch_cells)
+
+    # = ceil(sentences / batch_size) unless a batch is over the cell budget (then one epoch's count stands for all)
+    steps_per_epoch = len(epoch_batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
-    if ckpt_path.exists():
+    if overwrite and ckpt_path.exists():  # --overwrite starts afresh, whatever config the interrupted run had
+        log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
+        if ctx.is_main:
+            ckpt_path.unlink()
+    if ckpt_path.exists() and not overwrite:
         state = _restore(ckpt_path, model, optimizer, scheduler, config)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
@@ -285,9 +307,13 @@ def train(
     lexicon_saved = False
     while state["epoch"] < tc.epochs:
         epoch = state["epoch"]
-        batches = length_batches(lengths, tc.batch_size, shuffle=True, seed=tc.seed * 100_003 + epoch)
+        batches = epoch_batches(epoch)
         model.train()
-        loss_sum, n_sent, t0 = 0.0, 0, time.perf_counter()
+        # the part of this epoch run before an interruption (its loss and seconds) counts in the epoch's log line;
+        # under torchrun only process 0's share of it was saved
+        resumed = ctx.is_main and state["batch"] > 0
+        loss_sum, n_sent, seconds_before = state.get("epoch_loss", (0.0, 0, 0.0)) if resumed else (0.0, 0, 0.0)
+        t0 = time.perf_counter() - seconds_before
         bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
         for b in range(state["batch"], len(batches)):
             part, scale = distributed.shard(batches[b], ctx)
@@ -304,6 +330,7 @@ def train(
                 time.sleep(slow_step)
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
+                state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
                 _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         bar.close()
         train_seconds = time.perf_counter() - t0
@@ -349,7 +376,7 @@ def train(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} F1 {dev['strict']['f1']:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
         )
-        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started)
+        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
         if tc.patience and state["bad_epochs"] >= tc.patience:
             stop_reason = "early_stopping"
         elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60:
@@ -426,8 +453,11 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
         payload = torch.load(path, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
         raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
-    if payload.get("config") != dump_config(config):
-        raise ZhnerError("this run was started with a different config; resume it with the same one, or use another -o", path)
+    if not _same_config(payload.get("config"), config):
+        raise ZhnerError(
+            "this run was started with a different config; resume it with the same one, use another -o, "
+            "or pass --overwrite to start afresh", path
+        )
     try:
         model.load_state_dict(payload["model"])
         optimizer.load_state_dict(payload["optimizer"])
@@ -436,6 +466,17 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     torch.set_rng_state(payload["rng"])
     return payload["state"]
+
+
+def _same_config(saved: object, config: Config) -> bool:
+    """Whether a checkpoint's config (dump_config text) is `config`; fields added since it was written count as their
+    defaults, so a newer zhner resumes an older run."""
+    if saved == dump_config(config):
+        return True
+    try:
+        return config_from_dict(yaml.safe_load(saved)) == config
+    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):
+        return False
 
 
 def _trim_log(path: Path, epochs_done: int) -> None:

@@ -1,0 +1,35 @@
+"""Atomic writes: the umask decides the mode (mkstemp's 0600 did before), a failure leaves nothing behind."""
+import os
+import stat
+
+import pytest
+
+from zhner.errors import ZhnerError
+from zhner.fileio import atomic_open, atomic_write_text, check_output_dir
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_write_honours_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "a.txt", "x")
+        with atomic_open(tmp_path / "b.bin", "wb") as fh:
+            fh.write(b"x")
+    finally:
+        os.umask(old)
+    for name in ("a.txt", "b.bin"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode
+
+
+def test_atomic_open_failure_and_directories(tmp_path):
+    with pytest.raises(RuntimeError), atomic_open(tmp_path / "c.txt") as fh:
+        fh.write("half")
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ZhnerError, match="is a directory"):
+        atomic_write_text(tmp_path / "d", "x")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ZhnerError, match="is not a directory"):
+        check_output_dir(tmp_path / "f" / "run")
+    check_output_dir(tmp_path / "new" / "run")  # not there yet: fine
