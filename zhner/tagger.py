@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import yaml
@@ -33,15 +34,46 @@ from zhner.train.config import Config, config_from_dict, dump_config
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
+# Longest piece `predict` tags whole: a longer text is cut at its sentence ends (its over-long sentences into windows of
+# this size). The cost per character grows with a piece's length (attention is quadratic): MSRA test text as pieces of
+# ~45 / 512 / 2,033 characters took 0.58 / 4.49 / 16.8 CPU s per 20,000 characters with the shipped FLAT model.
+PIECE_CHARS = 512
 OVERLAP = 32  # characters shared by neighbouring windows inside an over-long sentence (at most a quarter of a window)
 MIN_CHUNK = 16
 # the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
 DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
+T = TypeVar("T")
+Piece = tuple[int, str]  # (offset in the text, characters)
 
 
 def default_model_dir() -> Path | None:
     """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
     return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
+
+
+def run_in_batches(
+    featurizer: Featurizer,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int,
+    max_cells: int,
+    run: Callable[[dict[str, torch.Tensor], list[int]], list[T]],
+    empty: T,
+) -> list[T]:
+    """`run(batch, lengths)` over sentences in length-aware batches bounded by `max_cells` (sentences x length^2), one
+    result per sentence, in input order. Empty sentences get `empty` without a model call."""
+    out: list[T | None] = [None] * len(sentences)
+    lengths = [len(s) for s in sentences]
+    for idx in budget_batches(lengths, batch_size, max_cells):
+        todo = [i for i in idx if lengths[i] > 0]
+        for i in idx:
+            if lengths[i] == 0:
+                out[i] = empty
+        if not todo:
+            continue
+        batch = featurizer.collate([featurizer.encode(sentences[i]) for i in todo])
+        for i, result in zip(todo, run(batch, [lengths[i] for i in todo])):
+            out[i] = result
+    return out  # type: ignore[return-value]
 
 
 def tag_in_batches(
@@ -53,19 +85,8 @@ def tag_in_batches(
 ) -> list[list[str]]:
     """Tag sentences in length-aware batches bounded by `max_cells` (sentences x length^2); `decode(batch, lengths)` gives
     each sentence's tag ids. Empty sentences get [] without a model call. Shared by Tagger and zhner.export.OnnxTagger."""
-    out: list[list[str] | None] = [None] * len(sentences)
-    lengths = [len(s) for s in sentences]
-    for idx in budget_batches(lengths, batch_size, max_cells):
-        todo = [i for i in idx if lengths[i] > 0]
-        for i in idx:
-            if lengths[i] == 0:
-                out[i] = []
-        if not todo:
-            continue
-        batch = featurizer.collate([featurizer.encode(sentences[i]) for i in todo])
-        for i, path in zip(todo, decode(batch, [lengths[i] for i in todo])):
-            out[i] = [featurizer.tags[t] for t in path]
-    return out  # type: ignore[return-value]
+    paths = run_in_batches(featurizer, sentences, batch_size, max_cells, decode, [])
+    return [[featurizer.tags[t] for t in path] for path in paths]
 
 
 def build_model(config: Config, featurizer: Featurizer) -> SequenceTagger:
@@ -80,6 +101,7 @@ class Tagger:
         self.featurizer = featurizer
         self.config = config
         self.metrics = metrics or {}
+        self._max_chars: dict[float, int] = {}  # memory_mb -> max_chars: a binary search, asked once per text
 
     # -- persistence ----------------------------------------------------------------------------------------------
     def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None, lexicon: bool = True) -> None:
@@ -152,7 +174,11 @@ class Tagger:
 
     def max_chars(self, memory_mb: float = MEMORY_MB) -> int:
         """The longest text one model call takes within `memory_mb`, by the model's own estimate (`inference_bytes`)."""
-        budget = memory_mb * 2**20
+        if memory_mb not in self._max_chars:
+            self._max_chars[memory_mb] = self._search_max_chars(memory_mb * 2**20)
+        return self._max_chars[memory_mb]
+
+    def _search_max_chars(self, budget: float) -> int:
         low, high = MIN_CHUNK, 1 << 20  # the answer is in [low, high]: binary search on a non-decreasing estimate
         if self.model.inference_bytes(high) <= budget:
             return high
@@ -161,21 +187,34 @@ class Tagger:
             low, high = (mid, high) if self.model.inference_bytes(mid) <= budget else (low, mid - 1)
         return low
 
+    def piece_chars(self, memory_mb: float = MEMORY_MB) -> int:
+        """The longest piece `predict` tags whole: PIECE_CHARS, or less where the memory budget demands it."""
+        return min(PIECE_CHARS, self.max_chars(memory_mb))
+
+    def split(self, text: str, memory_mb: float = MEMORY_MB) -> list[Piece]:
+        """The pieces `predict` tags for `text`: the text itself, or its sentences (and windows) when it is longer than
+        `piece_chars(memory_mb)`; see zhner.data.longtext."""
+        max_len = self.piece_chars(memory_mb)
+        return split_long_text(text, max_len, min(OVERLAP, max_len // 4))
+
+    def piece_spans(self, chunks: Sequence[str], batch_size: int = 32) -> list[list[tuple[int, int, str]]]:
+        """(start, end, type) spans of each chunk (each at most a few hundred characters), tagged in batches."""
+        return [tags_to_spans(tags, self.featurizer.scheme, strict=True) for tags in self.tag(chunks, batch_size)]
+
+    @staticmethod
+    def join(text: str, pieces: list[Piece], spans: list[list[tuple]]) -> list[dict]:
+        """The pieces' spans stitched into the text's entities: [{"type", "start", "end", "text"}]."""
+        return [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in stitch(pieces, spans)]
+
     def predict(self, texts: Iterable[str], batch_size: int = 32, memory_mb: float = MEMORY_MB) -> list[list[dict]]:
         """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive.
-        A text longer than `max_chars(memory_mb)` is cut at sentence ends, then into overlapping windows, and the spans
-        are stitched back (zhner.data.longtext): nothing is truncated, whatever the length."""
+        A text longer than `piece_chars(memory_mb)` is cut at sentence ends, an over-long sentence into overlapping
+        windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
+        The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do."""
         texts = list(texts)
-        max_len = self.max_chars(memory_mb)
-        overlap = min(OVERLAP, max_len // 4)
-        pieces = [split_long_text(text, max_len, overlap) for text in texts]
-        flat = [list(chunk) for text_pieces in pieces for _, chunk in text_pieces]
-        tags = iter(self.tag(flat, batch_size))
-        results: list[list[dict]] = []
-        for text, text_pieces in zip(texts, pieces):
-            spans = [tags_to_spans(next(tags), self.featurizer.scheme, strict=True) for _ in text_pieces]
-            results.append([{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in stitch(text_pieces, spans)])
-        return results
+        pieces = [self.split(text, memory_mb) for text in texts]
+        spans = iter(self.piece_spans([chunk for text_pieces in pieces for _, chunk in text_pieces], batch_size))
+        return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
 
     def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
         """Score the tagger on a labelled corpus (strict + lenient span P/R/F1 in percent, per type, Span F, Type Acc)."""

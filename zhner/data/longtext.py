@@ -1,6 +1,8 @@
 """Long text: cut it into pieces a model can take, and stitch the pieces' spans back into document offsets.
 
-Pieces end at sentence punctuation where possible (packed up to max_len characters); a single sentence longer than max_len
+A text longer than max_len is cut at every sentence end (each sentence a piece of its own, the way a text split into
+lines by sentence would be tagged: attention costs grow with the square of a piece's length, so packing sentences into
+pieces of max_len made one 20,000-character line ~30x slower than its sentences); a single sentence longer than max_len
 is cut into windows of max_len that overlap by `overlap` characters, so an entity near a window edge is seen whole by the
 neighbouring window. Stitching keeps, among overlapping candidate spans, the one seen farthest from a window edge
 (a span cut by an edge touches it: margin 0), so each entity comes out once, from the window that saw it whole.
@@ -15,26 +17,22 @@ SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
 
 
 def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int, str]]:
-    """(offset, chunk) pieces of at most max_len characters covering the text in order: cut at sentence ends where
-    possible; a sentence longer than max_len becomes windows of max_len (the last one may be shorter) overlapping by
-    `overlap` (< max_len) characters. With overlap 0 the pieces partition the text."""
+    """(offset, chunk) pieces of at most max_len characters covering the text in order: the text itself if it fits,
+    else one piece per sentence; a sentence longer than max_len becomes windows of max_len (the last one may be
+    shorter) overlapping by `overlap` (< max_len) characters. With overlap 0 the pieces partition the text."""
     if not 0 <= overlap < max_len:
         raise ValueError(f"overlap {overlap} must be in [0, max_len={max_len})")
     if len(text) <= max_len:
         return [(0, text)]
     cuts = [m.end() for m in SENTENCE_END.finditer(text) if m.end() < len(text)] + [len(text)]
     pieces: list[tuple[int, str]] = []
-    piece_start = last_cut = 0  # the open piece starts at piece_start and can end at last_cut
+    start = 0
     for cut in cuts:
-        if cut - piece_start > max_len and last_cut > piece_start:
-            pieces.append((piece_start, text[piece_start:last_cut]))
-            piece_start = last_cut
-        if cut - piece_start > max_len:  # one sentence longer than max_len: overlapping windows over it
-            pieces.extend((s, text[s:e]) for s, e in _windows(piece_start, cut, max_len, overlap))
-            piece_start = cut
-        last_cut = cut
-    if piece_start < len(text):
-        pieces.append((piece_start, text[piece_start:]))
+        if cut - start > max_len:  # one sentence longer than max_len: overlapping windows over it
+            pieces.extend((s, text[s:e]) for s, e in _windows(start, cut, max_len, overlap))
+        else:
+            pieces.append((start, text[start:cut]))
+        start = cut
     return pieces
 
 
