@@ -2,6 +2,7 @@
 import asyncio
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -19,13 +20,14 @@ from zhner.cli import resolve_config
 from zhner.data.registry import load_dataset
 from zhner.serve.app import Limits, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
+from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
 from zhner.train.config import load_config
 from zhner.train.trainer import train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
 FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
-LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20)
+LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20, read_timeout_s=2)
 
 
 @contextmanager
@@ -33,7 +35,8 @@ def live_server(app):
     """uvicorn in a background thread on a free loopback port; yields the base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    http = protocol_class(app.state.limits.read_timeout_s)
+    server = uvicorn.Server(uvicorn.Config(app, http=http, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.time() + 20
@@ -178,6 +181,91 @@ def test_streamed_body_over_the_limit_and_the_worker_survives(server):
     assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200  # nothing above hurt the server
 
 
+def test_deeply_nested_json_is_a_400(server):
+    client, _ = server
+    for body in (b"[" * 19_000, b"{\"text\": " + b"[" * 9_000 + b"]" * 9_000 + b"}"):  # LIMITS: 20,000 bytes
+        res = client.post("/v1/ner", content=body, headers=JSON)
+        assert res.status_code == 400 and res.json()["field"] == "body" and "nested too deeply" in res.json()["error"]
+    assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
+@contextmanager
+def uvicorn_log():
+    """The records uvicorn's error logger gets meanwhile (it does not propagate to pytest's caplog)."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def raw_connection(client) -> socket.socket:
+    return socket.create_connection((client.base_url.host, client.base_url.port), timeout=20)
+
+
+HEAD = b"POST /v1/ner HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+
+
+def test_client_gone_mid_body_logs_one_line_at_most(server):
+    client, _ = server
+    with uvicorn_log() as records:
+        sock = raw_connection(client)
+        sock.sendall(HEAD + b'{"text": "ab')
+        time.sleep(0.3)
+        sock.close()
+        time.sleep(0.5)
+        assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200  # and the server is fine
+    assert len(records) <= 1 and not any(r.exc_info for r in records), [r.getMessage() for r in records]
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict]:
+    data = b""
+    while chunk := sock.recv(4096):  # the server closes the connection after a timeout
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def trickle(sock: socket.socket, data: bytes, every_s: float) -> int:
+    """Send `data` a byte every `every_s` seconds until the server answers; returns how many bytes were sent."""
+    for sent, byte in enumerate(data):
+        if select.select([sock], [], [], every_s)[0]:  # readable: an answer (or the close) came
+            return sent
+        sock.send(bytes([byte]))
+    return len(data)
+
+
+def test_slow_clients_are_timed_out(server):
+    """Headers trickled one byte at a time (slowloris) get 408 and a closed connection after read_timeout_s (2 s
+    here), though every byte came well within uvicorn's keep-alive timeout; so does a trickled body."""
+    client, _ = server
+    with raw_connection(client) as sock:
+        sent = trickle(sock, HEAD * 10, 0.05)  # 40 s of trickling, were the connection left open
+        assert sent < len(HEAD)  # cut off before the head was complete
+        status, body = read_response(sock)
+    assert status == 408 and body["field"] == "headers"
+    with raw_connection(client) as sock:
+        sock.sendall(HEAD + b'{"text": "')
+        assert trickle(sock, b"a" * 100, 0.1) < 100  # a byte every 0.1 s: 10 s, over the 2 s limit
+        status, body = read_response(sock)
+    assert status == 408 and body["field"] == "body" and "not received within 2 s" in body["error"]
+    assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
+def test_health_shows_no_host_paths(server, monkeypatch):
+    """A model trained from a folder (`data.dataset=/abs/path`) shows the folder's name, not where it lives."""
+    client, tagger = server
+    monkeypatch.setattr(tagger.config.data, "dataset", "/home/someone/corpora/my_ner")
+    health = client.get("/health")
+    assert health.json()["dataset"] == "my_ner" and "/home/someone" not in health.text
+
+
 def test_health_labels_and_openapi(server):
     client, tagger = server
     health = client.get("/health").json()
@@ -193,7 +281,7 @@ def test_health_labels_and_openapi(server):
     spec = client.get("/openapi.json").json()
     post = spec["paths"]["/v1/ner"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NERRequest"}
-    assert {"400", "413", "415", "422", "503"} <= set(post["responses"])
+    assert {"400", "408", "413", "415", "422", "503"} <= set(post["responses"])
     schemas = spec["components"]["schemas"]
     assert set(schemas["NERRequest"]["properties"]) == {"text", "texts"}
     assert set(schemas["Entity"]["required"]) == {"type", "start", "end", "text"}

@@ -217,6 +217,7 @@ def serve(
     batch_texts: int = typer.Option(32, min=1, help="texts of concurrent requests tagged in one model call"),
     batch_wait_ms: float = typer.Option(2.0, min=0, help="longest wait for more requests before a model call"),
     max_pending_texts: int = typer.Option(4096, min=1, help="queued texts before requests get 503"),
+    read_timeout_s: float = typer.Option(10.0, min=0.001, help="seconds a client has to send a request's headers, and again its body (408 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
 ) -> None:
     """HTTP service: POST /v1/ner {"text": ...} or {"texts": [...]}; GET /health; OpenAPI at /openapi.json."""
@@ -224,6 +225,7 @@ def serve(
         import uvicorn
 
         from zhner.serve.app import Limits, create_app
+        from zhner.serve.server import protocol_class
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
@@ -238,10 +240,12 @@ def serve(
         batch_texts=batch_texts,
         batch_wait_ms=batch_wait_ms,
         max_pending_texts=max_pending_texts,
+        read_timeout_s=read_timeout_s,
     )
     app_ = create_app(Tagger.load(path), limits)
     _echo_err(f"serving {path} on http://{host}:{port} (POST /v1/ner, GET /health, docs at /docs)")
-    uvicorn.run(app_, host=host, port=port, access_log=access_log, log_level="info" if access_log else "warning")
+    log_level = "info" if access_log else "warning"
+    uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
 
 
 @app.command()

@@ -10,10 +10,13 @@ with a fitting status (400, 413, 415, 422), and no request can crash the worker.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 import time
 from contextlib import asynccontextmanager
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,12 +25,15 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from zhner import __version__
 from zhner.data.schemes import split_tag
 from zhner.serve.batcher import MicroBatcher, Overloaded
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+log = logging.getLogger("uvicorn.error")
 
 
 class Limits(BaseModel):
@@ -40,6 +46,7 @@ class Limits(BaseModel):
     batch_texts: int = Field(32, gt=0, description="texts the micro-batcher gathers into one model call")
     batch_wait_ms: float = Field(2.0, ge=0, description="longest wait for more requests before a model call")
     max_pending_texts: int = Field(4096, gt=0, description="texts waiting for the model before requests get 503")
+    read_timeout_s: float = Field(10.0, gt=0, description="time a client has to send a request's headers, and again its body (408 after)")
 
 
 # -- request and response bodies ------------------------------------------------------------------------------------
@@ -82,7 +89,7 @@ class Health(BaseModel):
     status: str
     version: str
     model: str = Field(description="model architecture, e.g. tener")
-    dataset: str = Field(description="the dataset it was trained on")
+    dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path)")
     labels: list[str] = Field(description="entity types it predicts")
     uptime_s: float
     model_calls: int = Field(description="batched model calls since start")
@@ -106,17 +113,33 @@ def _error(status: int, error: str, field: str | None = None, headers: dict | No
 
 
 # -- parsing ----------------------------------------------------------------------------------------------------------
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it passes `limit` bytes (declared or streamed)."""
+class Disconnected(Exception):
+    """The client went away before its request was read: there is no one to answer."""
+
+
+async def read_body(request: Request, limit: int, timeout_s: float = 10.0) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit` bytes (declared or streamed), and with 408 when it has
+    not all arrived within `timeout_s` (a client trickling it byte by byte would hold a connection for ever)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"body of {declared} bytes is over the limit of {limit} bytes", "body")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"body is over the limit of {limit} bytes", "body")
-        chunks.append(chunk)
+    chunks: list[bytes] = []
+    size = 0
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"body is over the limit of {limit} bytes", "body")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestError(408, f"body not received within {timeout_s:g} s ({size} bytes arrived)", "body") from None
+    except ClientDisconnect:
+        raise Disconnected(f"client disconnected after {size} of {declared or 'unknown'} body bytes") from None
     return b"".join(chunks)
 
 
@@ -133,6 +156,8 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
         payload = json.loads(decoded)
     except json.JSONDecodeError as exc:
         raise RequestError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "body") from None
+    except RecursionError:  # e.g. 100,000 nested '[': the parser recurses once per level
+        raise RequestError(400, "body is not valid JSON for this service: arrays or objects nested too deeply", "body") from None
     try:
         request = NERRequest.model_validate(payload)
     except ValidationError as exc:
@@ -168,6 +193,12 @@ def _check_text(text: str, field: str, limits: Limits) -> None:
         raise RequestError(422, f"lone surrogate U+{ord(bad.group()):04X} at character {bad.start()} (not a Unicode character)", field)
 
 
+def dataset_name(dataset: str) -> str:
+    """A registry name as is; a folder or file the model was trained from by its last component only: a public
+    service should not show its host's file layout."""
+    return PurePath(dataset.replace("\\", "/")).name or dataset
+
+
 # -- the app --------------------------------------------------------------------------------------------------------
 def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `predict`/`featurizer`/`config`)."""
@@ -188,17 +219,21 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition.")
     app.state.batcher = batcher
     app.state.limits = limits
-    errors = {code: {"model": ErrorBody} for code in (400, 413, 415, 422, 503)}
+    errors = {code: {"model": ErrorBody} for code in (400, 408, 413, 415, 422, 503)}
 
     @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
     async def ner(request: Request):
         """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
         try:
-            parsed = parse_request(await read_body(request, limits.max_body_bytes), request.headers.get("content-type"), limits)
+            body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
+            parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
             entities = await batcher.submit(texts)
-        except RequestError as exc:
-            return _error(exc.status, exc.error, exc.field)
+        except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
+            return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
+        except Disconnected as exc:  # one line in the log, not the ASGI stack
+            log.info("%s", exc)
+            return Response(status_code=499)
         except Overloaded as exc:
             return _error(503, f"server busy: {exc}", None, {"Retry-After": "1"})
         records = [{"text": t, "entities": e} for t, e in zip(texts, entities)]
@@ -211,7 +246,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "status": "ok",
             "version": __version__,
             "model": tagger.config.model.name,
-            "dataset": tagger.config.data.dataset,
+            "dataset": dataset_name(tagger.config.data.dataset),
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),
             "model_calls": batcher.model_calls,
