@@ -158,6 +158,7 @@ def predict(
         None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
+    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (jsonl)"),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -166,7 +167,7 @@ def predict(
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
     tagger = Tagger.load(resolve_model_dir(model_dir))
-    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb)
+    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb, confidence)
 
 
 @app.command("export")

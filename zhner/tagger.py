@@ -28,7 +28,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.base import SequenceTagger
 from zhner.models.inputs import Featurizer
-from zhner.nn.crf import allowed_transitions
+from zhner.nn.crf import DISALLOWED, allowed_transitions
 from zhner.train.config import Config, config_from_dict, dump_config
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -197,24 +197,85 @@ class Tagger:
         max_len = self.piece_chars(memory_mb)
         return split_long_text(text, max_len, min(OVERLAP, max_len // 4))
 
-    def piece_spans(self, chunks: Sequence[str], batch_size: int = 32) -> list[list[tuple[int, int, str]]]:
-        """(start, end, type) spans of each chunk (each at most a few hundred characters), tagged in batches."""
+    def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
+        """(start, end, type) spans of each chunk (each at most a few hundred characters), tagged in batches;
+        with `confidence`, (start, end, type, probability of the span under the CRF) -- see `_scored_spans`."""
+        if confidence:
+            return run_in_batches(self.featurizer, chunks, batch_size, MAX_CELLS, self._scored_spans, [])
         return [tags_to_spans(tags, self.featurizer.scheme, strict=True) for tags in self.tag(chunks, batch_size)]
 
     @staticmethod
     def join(text: str, pieces: list[Piece], spans: list[list[tuple]]) -> list[dict]:
-        """The pieces' spans stitched into the text's entities: [{"type", "start", "end", "text"}]."""
-        return [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in stitch(pieces, spans)]
+        """The pieces' spans stitched into the text's entities: [{"type", "start", "end", "text"(, "score")}]."""
+        return [_entity(text, *span) for span in stitch(pieces, spans)]
 
-    def predict(self, texts: Iterable[str], batch_size: int = 32, memory_mb: float = MEMORY_MB) -> list[list[dict]]:
+    def predict(
+        self, texts: Iterable[str], batch_size: int = 32, memory_mb: float = MEMORY_MB, confidence: bool = False
+    ) -> list[list[dict]]:
         """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive.
         A text longer than `piece_chars(memory_mb)` is cut at sentence ends, an over-long sentence into overlapping
         windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
-        The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do."""
+        The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do.
+        `confidence=True` adds "score": the CRF's probability that the entity's characters carry exactly its tags
+        (computed on the piece that found it)."""
         texts = list(texts)
         pieces = [self.split(text, memory_mb) for text in texts]
-        spans = iter(self.piece_spans([chunk for text_pieces in pieces for _, chunk in text_pieces], batch_size))
+        chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
+        spans = iter(self.piece_spans(chunks, batch_size, confidence))
         return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
+
+    @torch.no_grad()
+    def _scored_spans(self, batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[tuple[int, int, str, float]]]:
+        """Viterbi spans with their marginal probability: for a span i..j, P(y_i..y_j = the decoded tags), from the
+        forward-backward scores (zhner.nn.crf.CRF.subpath_log_probs). In BIO a span also ends only if y_{j+1} is not
+        I-X, so P(y_i..y_{j+1} = tags + I-X) is taken off; BIOES/BMES close a span with its own E-/S- tag."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        batch = {k: v.to(device) for k, v in batch.items()}
+        emissions, mask, crf = self.model.emissions(batch), batch["mask"], self.model.crf
+        tags, scheme = self.featurizer.tags, self.featurizer.scheme
+        index = {t: i for i, t in enumerate(tags)}
+        spans, queries, pairs = [], [], []  # per sentence spans; (b, i, tags) queries; per span (its query, BIO's or -1)
+        for b, path in enumerate(crf.decode(emissions, mask)):
+            spans.append(tags_to_spans([tags[t] for t in path], scheme, strict=True))
+            for start, end, label in spans[-1]:
+                queries.append((b, start, path[start:end]))
+                inside = index.get(f"I-{label}")
+                if scheme == "bio" and end < lengths[b] and inside is not None:
+                    queries.append((b, start, path[start:end] + [inside]))
+                    pairs.append((len(queries) - 2, len(queries) - 1))
+                else:
+                    pairs.append((len(queries) - 1, -1))
+        probs = crf.subpath_log_probs(emissions, mask, queries).exp().tolist()
+        scores = iter(probs[q] - (probs[x] if x >= 0 else 0.0) for q, x in pairs)
+        return [[(s, e, t, min(1.0, max(0.0, next(scores)))) for s, e, t in sentence] for sentence in spans]
+
+    def nbest(self, texts: Iterable[str], k: int = 5, batch_size: int = 32) -> list[list[dict]]:
+        """The k most probable tag paths of each text, best first, by k-best Viterbi: [{"probability", "entities"}].
+        Only for texts of one piece (at most `piece_chars()` characters): the paths of a cut text's pieces would
+        combine into k^pieces candidates. Fewer than k when the text has fewer allowed paths."""
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if len(text) > self.piece_chars():
+                raise ZhnerError(f"n-best takes texts of at most {self.piece_chars()} characters, text {i} has {len(text)}")
+        paths = run_in_batches(self.featurizer, texts, batch_size, MAX_CELLS, lambda b, n: self._nbest(b, n, k), [([], 1.0)])
+        return [[_ranked(text, tags, p, self.featurizer.scheme) for tags, p in options] for text, options in zip(texts, paths)]
+
+    @torch.no_grad()
+    def _nbest(self, batch: dict[str, torch.Tensor], lengths: list[int], k: int) -> list[list[tuple[list[str], float]]]:
+        """Per sentence, up to k (tags, probability) pairs; paths through a forbidden transition are left out."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        batch = {key: v.to(device) for key, v in batch.items()}
+        emissions, mask, crf = self.model.emissions(batch), batch["mask"], self.model.crf
+        paths, scores = crf.nbest(emissions, mask, k)
+        log_z = crf.log_partition(emissions, mask)
+        allowed = scores > DISALLOWED / 2  # a forbidden step costs DISALLOWED: such a path is not in the scheme
+        probs = (scores - log_z.unsqueeze(1)).exp()
+        return [
+            [([self.featurizer.tags[t] for t in paths[b, r, :n].tolist()], probs[b, r].item()) for r in range(k) if allowed[b, r]]
+            for b, n in enumerate(lengths)
+        ]
 
     def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
         """Score the tagger on a labelled corpus (strict + lenient span P/R/F1 in percent, per type, Span F, Type Acc)."""
@@ -223,6 +284,18 @@ class Tagger:
         for sent, pred in zip(corpus.sentences, predicted):
             scorer.add(_convert(sent, corpus.scheme, self.featurizer.scheme), pred)
         return scorer.result()
+
+
+def _entity(text: str, start: int, end: int, label: str, *score: float) -> dict:
+    entity = {"type": label, "start": start, "end": end, "text": text[start:end]}
+    if score:
+        entity["score"] = round(score[0], 4)
+    return entity
+
+
+def _ranked(text: str, tags: list[str], probability: float, scheme: str) -> dict:
+    spans = tags_to_spans(tags, scheme, strict=True)
+    return {"probability": round(probability, 6), "entities": [_entity(text, *span) for span in spans]}
 
 
 def _convert(sent: Sentence, source: str, target: str) -> list[str]:

@@ -45,25 +45,25 @@ def _windows(start: int, end: int, size: int, overlap: int) -> list[tuple[int, i
     return windows
 
 
-def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple[int, int, str]]]) -> list[tuple[int, int, str]]:
-    """Spans (start, end, label) of each piece, in piece offsets -> non-overlapping document spans, sorted.
-    An edge of a piece counts only where it overlaps a neighbour (a window edge inside a sentence); a sentence cut or
-    the text's ends are real boundaries."""
-    candidates = []  # (-margin, start, end, label) in document offsets
+def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple]]) -> list[tuple]:
+    """Spans (start, end, label, *extra) of each piece, in piece offsets -> non-overlapping document spans, sorted, with
+    their extra fields (e.g. a confidence) carried along. An edge of a piece counts only where it overlaps a neighbour
+    (a window edge inside a sentence); a sentence cut or the text's ends are real boundaries."""
+    candidates = []  # (-margin, start, end, label, extra) in document offsets
     for k, ((offset, chunk), spans) in enumerate(zip(pieces, piece_spans)):
         end = offset + len(chunk)
         cut_left = k > 0 and pieces[k - 1][0] + len(pieces[k - 1][1]) > offset
         cut_right = k + 1 < len(pieces) and pieces[k + 1][0] < end
-        for s, e, label in spans:
+        for s, e, label, *extra in spans:
             s, e = s + offset, e + offset
             margin = min(s - offset if cut_left else math.inf, end - e if cut_right else math.inf)
-            candidates.append((-margin, s, e, label))
+            candidates.append((-margin, s, e, label, tuple(extra)))
     kept_starts: list[int] = []
-    kept: list[tuple[int, int, str]] = []  # sorted by start, non-overlapping
-    for _, s, e, label in sorted(candidates):
+    kept: list[tuple] = []  # sorted by start, non-overlapping
+    for _, s, e, label, extra in sorted(candidates):
         i = bisect.bisect_left(kept_starts, s)
         if (i > 0 and kept[i - 1][1] > s) or (i < len(kept) and kept[i][0] < e):
             continue  # overlaps a span seen farther from an edge
         kept_starts.insert(i, s)
-        kept.insert(i, (s, e, label))
+        kept.insert(i, (s, e, label, *extra))
     return kept

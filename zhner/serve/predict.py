@@ -52,11 +52,20 @@ def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio"
 
 
 def predict_stream(
-    tagger, source: str, output: Path | None, fmt: str = "jsonl", batch_size: int = 32, memory_mb: float | None = None
+    tagger,
+    source: str,
+    output: Path | None,
+    fmt: str = "jsonl",
+    batch_size: int = 32,
+    memory_mb: float | None = None,
+    confidence: bool = False,
 ) -> int:
     """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines.
-    memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default."""
+    memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default.
+    confidence: each entity gets "score", its probability under the CRF (jsonl; conll has no place for it)."""
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
+    if confidence:
+        options["confidence"] = True
     total = None
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
