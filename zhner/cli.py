@@ -219,6 +219,7 @@ def serve(
     batch_wait_ms: float = typer.Option(2.0, min=0, help="longest wait for more requests before a model call"),
     max_pending_texts: int = typer.Option(4096, min=1, help="queued texts before requests get 503"),
     read_timeout_s: float = typer.Option(10.0, min=0.001, help="seconds a client has to send a request's headers, and again its body (408 after)"),
+    request_timeout_s: float = typer.Option(30.0, min=0.001, help="seconds a request may wait for and use the model (503 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
 ) -> None:
     """HTTP service: POST /v1/ner {"text": ...} or {"texts": [...]}; GET /health; OpenAPI at /openapi.json."""
@@ -242,6 +243,7 @@ def serve(
         batch_wait_ms=batch_wait_ms,
         max_pending_texts=max_pending_texts,
         read_timeout_s=read_timeout_s,
+        request_timeout_s=request_timeout_s,
     )
     app_ = create_app(Tagger.load(path), limits)
     _echo_err(f"serving {path} on http://{host}:{port} (POST /v1/ner, GET /health, docs at /docs)")

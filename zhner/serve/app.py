@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -47,6 +47,7 @@ class Limits(BaseModel):
     batch_wait_ms: float = Field(2.0, ge=0, description="longest wait for more requests before a model call")
     max_pending_texts: int = Field(4096, gt=0, description="texts waiting for the model before requests get 503")
     read_timeout_s: float = Field(10.0, gt=0, description="time a client has to send a request's headers, and again its body (408 after)")
+    request_timeout_s: float = Field(30.0, gt=0, description="time a request may wait for and use the model before it gets 503")
 
 
 # -- request and response bodies ------------------------------------------------------------------------------------
@@ -56,6 +57,7 @@ class NERRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "张三毕业于北京大学。"}]})
     text: StrictStr | None = Field(None, description="one text; the response is one record")
     texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
+    confidence: StrictBool = Field(False, description="add each entity's probability under the model's CRF as `score`")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "NERRequest":
@@ -69,6 +71,7 @@ class Entity(BaseModel):
     start: int = Field(description="offset of the first character, in code points")
     end: int = Field(description="offset after the last character (exclusive), in code points")
     text: str = Field(description="the entity's characters: text[start:end]")
+    score: float | None = Field(None, description="with `confidence`: the probability that exactly these characters carry this entity's tags")
 
 
 class Record(BaseModel):
@@ -201,10 +204,11 @@ def dataset_name(dataset: str) -> str:
 
 # -- the app --------------------------------------------------------------------------------------------------------
 def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
-    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `predict`/`featurizer`/`config`)."""
+    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `split`/`piece_spans`/`join`
+    (see zhner.serve.batcher.Pieces), `featurizer` and `config`)."""
     limits = limits or Limits()
     batcher = MicroBatcher(
-        lambda texts: tagger.predict(texts, limits.batch_texts), limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts
+        tagger, limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts, timeout_s=limits.request_timeout_s
     )
     started = time.monotonic()
     tags = list(tagger.featurizer.tags)
@@ -228,7 +232,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
-            entities = await batcher.submit(texts)
+            entities = await batcher.submit(texts, parsed.confidence)
         except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
             return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
         except Disconnected as exc:  # one line in the log, not the ASGI stack
