@@ -220,6 +220,25 @@ def test_long_text_beside_short_requests(model_dir, sentences):
     assert max(short_done) < long_done  # five short requests in turn, all answered while the long one ran
 
 
+def test_a_client_gone_before_its_answer_leaves_the_queue(model_dir):
+    """A 6,000-character text (about 180 pieces, one per model call here) whose client hangs up right after sending it:
+    its pieces are dropped, not tagged for no one."""
+    limits = Limits(max_text_chars=10_000, max_body_bytes=100_000, batch_texts=1, read_timeout_s=5)
+    text = "张三毕业于北京大学。" * 600
+    body = json.dumps({"text": text}).encode()
+    with live_server(create_app(Tagger.load(model_dir), limits)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        sock = raw_connection(client)
+        sock.sendall(HEAD.replace(b"1000", str(len(body)).encode()) + body)
+        while client.get("/health").json()["pending_texts"] == 0:  # queued
+            time.sleep(0.001)
+        sock.close()
+        deadline = time.monotonic() + 30
+        while client.get("/health").json()["pending_texts"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.get("/health").json()["model_calls"] < 100
+        assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
 def test_deeply_nested_json_is_a_400(server):
     client, _ = server
     for body in (b"[" * 19_000, b"{\"text\": " + b"[" * 9_000 + b"]" * 9_000 + b"}"):  # LIMITS: 20,000 bytes

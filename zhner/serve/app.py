@@ -17,7 +17,8 @@ import re
 import time
 from contextlib import asynccontextmanager
 from pathlib import PurePath
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +35,7 @@ from zhner.serve.batcher import MicroBatcher, Overloaded
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 log = logging.getLogger("uvicorn.error")
+T = TypeVar("T")
 
 
 class Limits(BaseModel):
@@ -146,6 +148,27 @@ async def read_body(request: Request, limit: int, timeout_s: float = 10.0) -> by
     return b"".join(chunks)
 
 
+async def wait_for_disconnect(request: Request) -> None:
+    """Return when the client has gone away. Called once the body is read, so the disconnect is the only message left."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or Disconnected (with `work` cancelled) if the client goes away first: a client that sends a
+    20,000-character text and hangs up does not leave its pieces in the queue for others to wait behind."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not task.done():
+        task.cancel()
+        raise Disconnected("client disconnected before its texts were tagged")
+    return task.result()
+
+
 def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERRequest:
     """Bytes -> a validated request, or a RequestError naming the field at fault."""
     media = (content_type or "").split(";")[0].strip().lower()
@@ -232,7 +255,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
-            entities = await batcher.submit(texts, parsed.confidence)
+            entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
         except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
             return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
         except Disconnected as exc:  # one line in the log, not the ASGI stack
