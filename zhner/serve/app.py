@@ -5,7 +5,7 @@
 
 The body is read and parsed here rather than by FastAPI, so that every bad request -- too large, not JSON, not UTF-8,
 wrong content type, wrong field types, lone surrogates -- gets the same JSON error `{"error": "...", "field": "..."}`
-with a fitting status (400, 413, 415, 422), and no request can crash the worker. Offsets are code points, as in
+with a fitting status (400, 408, 413, 415, 422, 503), and no request can crash the worker. Offsets are code points, as in
 `zhner predict` (Python string indices: an emoji counts as one character, not two UTF-16 units).
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import json
 import logging
 import re
 import time
+from collections.abc import Awaitable
 from contextlib import asynccontextmanager
 from pathlib import PurePath
-from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -119,7 +119,7 @@ def _error(status: int, error: str, field: str | None = None, headers: dict | No
 
 # -- parsing ----------------------------------------------------------------------------------------------------------
 class Disconnected(Exception):
-    """The client went away before its request was read: there is no one to answer."""
+    """The client went away before its answer: there is no one to answer, and nothing to log but a line."""
 
 
 async def read_body(request: Request, limit: int, timeout_s: float = 10.0) -> bytes:

@@ -4,9 +4,9 @@ Each text is cut into the pieces the tagger tags (`Pieces.split`: the text itsel
 is long). Requests queue up; a single worker takes pieces round-robin across the waiting requests -- one piece of each in
 turn -- until a model call holds `max_texts` pieces, waits at most `max_wait_ms` for more when it has fewer, runs the
 model in its own thread so the event loop keeps serving, and hands each request its entities once all its pieces are
-tagged (`Pieces.join`). A request whose pieces cost more than `max_cost` in all (a piece of n characters costs
-n * (1 + n / 32): attention makes a longer piece dearer per character) is bulk: each call carries at most `max_cost` of
-bulk pieces. So a 20,000-character text (about 400 sentence pieces) runs as a series of short calls, and a short request
+tagged (`Pieces.join`). A request of several pieces that cost more than `max_cost` in all (a piece of n characters
+costs n * (1 + n / 32): attention makes a longer piece dearer per character) is bulk: each call carries at most
+`max_cost` of bulk pieces. So a 20,000-character text (about 400 sentence pieces) runs as a series of short calls, and a short request
 that arrives meanwhile rides in the next one instead of waiting for the whole text. One model call runs at a time:
 torch runs with one thread here, and two calls would fight over the cores.
 
@@ -111,7 +111,8 @@ class MicroBatcher:
             raise Overloaded(f"{self.pending_texts} texts already waiting (limit {self.max_pending_texts})")
         loop = asyncio.get_running_loop()
         job = _Job(texts, [self.tagger.split(t) for t in texts], confidence, loop.time() + self.timeout_s, loop.create_future())
-        job.bulk = sum(piece_cost(len(chunk)) for pieces in job.pieces for _, chunk in pieces) > self.max_cost
+        # A request of one piece cannot be spread over calls (that piece is the work): only longer ones take turns
+        job.bulk = job.left > 1 and sum(piece_cost(len(c)) for pieces in job.pieces for _, c in pieces) > self.max_cost
         self.pending_texts += len(texts)
         self._jobs.append(job)
         self._arrived.set()
