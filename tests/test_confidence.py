@@ -89,3 +89,36 @@ def test_predict_command_confidence(tagger):
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in res.stdout.splitlines()]
     assert [r["entities"] for r in records] == tagger.predict(TEXTS, confidence=True)
+
+
+def test_bio_scores_exclude_a_following_inside_tag(tmp_path, shared_data):
+    """In BIO a span B-X I-X ends only where the next tag is not I-X: its score is P(its tags, and no I-X after), which
+    differs from the probability of its tags alone. A tiny untrained TENER on a BIO folder, with its output bias and
+    transitions drawn so that it finds multi-character entities, checked against enumerating all 5^6 paths."""
+    from conftest import REPO, TINY_TENER
+    from zhner.train.config import load_config
+    from zhner.train.trainer import prepare
+
+    rows = [("张", "B-PER"), ("三", "I-PER"), ("在", "O"), ("北", "B-LOC"), ("京", "I-LOC"), ("。", "O")]
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.char.bmes").write_text(("".join(f"{c} {t}\n" for c, t in rows) + "\n") * 10, encoding="utf-8")
+    config = load_config(REPO / "zhner" / "configs" / "tener_resume.yaml", TINY_TENER + [f"data.dataset={tmp_path}"])
+    tagger = prepare(config, log=lambda _: None).tagger
+    assert tagger.featurizer.scheme == "bio"
+    torch.manual_seed(4)
+    with torch.no_grad():
+        tagger.model.out.bias.normal_(std=2.0)
+        tagger.model.crf.transitions.normal_(std=1.0)
+    differs = 0
+    for text in ("张三在北京。", "北京张三李四"):
+        probs = enumerate_paths(tagger, text)
+        (entities,) = tagger.predict([text], confidence=True)
+        assert any(e["end"] - e["start"] > 1 and e["end"] < len(text) for e in entities)  # a span the rule applies to
+        for e in entities:
+            s, end, inside = e["start"], e["end"], f"I-{e['type']}"
+            own = max(probs, key=probs.get)[s:end]
+            alone = sum(p for path, p in probs.items() if path[s:end] == own)
+            closed = sum(p for path, p in probs.items() if path[s:end] == own and (end == len(text) or path[end] != inside))
+            assert e["score"] == pytest.approx(closed, abs=1e-4)
+            differs += abs(alone - closed) > 1e-3
+    assert differs  # the test tells the two apart
