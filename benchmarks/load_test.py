@@ -3,12 +3,16 @@ at 1, 8 and 32 concurrent clients.
 
     python benchmarks/load_test.py -m runs/tener_resume                    # 60 s per level, writes benchmarks/results/load_test.json
     python benchmarks/load_test.py -m runs/x --seconds 10 --levels 1 8 --output /tmp/lt.json
+    python benchmarks/load_test.py -m DIR --long-clients 1 --levels 1 8 --output benchmarks/results/load_test_mixed.json
 
 The server runs as a subprocess (`python -m zhner.cli serve`, one torch thread). Each client is a loop in one asyncio
 process that sends one real test sentence per request ({"text": ...}, Resume and MSRA test sentences in turn) and
 waits for the answer before sending the next: a closed loop, so the load is bounded and latency is honest.
 The server's RSS is read from /proc every 10 s and at the start and end of each level, after a warm-up at the
 highest level; `rss_growth_mb` over a level should stay within the noise (a few MB either way).
+With --long-clients N, N more clients send a --long-chars text (MSRA test sentences joined, 20,000 characters by
+default) in the same closed loop beside the short ones; the short requests' latencies are reported as before and the
+long ones' under "long".
 """
 from __future__ import annotations
 
@@ -101,19 +105,51 @@ class Connection:
             self.reader = self.writer = None
 
 
-async def run_level(url: str, clients: int, seconds: float, sentences: list[str], pid: int | None = None) -> dict:
+def long_text(chars: int) -> str:
+    from zhner.data.corpus import read_corpus
+    from zhner.data.registry import find_file
+
+    text = ""
+    for sentence in read_corpus(find_file("msra", "test")).sentences:
+        text += sentence.text
+        if len(text) >= chars:
+            break
+    return text[:chars]
+
+
+def latency_summary(latencies: list[float]) -> dict:
+    latencies = sorted(latencies)
+    n = len(latencies)
+    return {
+        "p50": round(1000 * latencies[n // 2], 2) if n else None,
+        "p99": round(1000 * latencies[min(n - 1, int(n * 0.99))], 2) if n else None,
+        "mean": round(1000 * statistics.fmean(latencies), 2) if n else None,
+        "max": round(1000 * latencies[-1], 2) if n else None,
+    }
+
+
+async def run_level(
+    url: str,
+    clients: int,
+    seconds: float,
+    sentences: list[str],
+    pid: int | None = None,
+    long_clients: int = 0,
+    long: str = "",
+) -> dict:
     host, port = url.removeprefix("http://").split(":")
     latencies: list[float] = []
+    long_latencies: list[float] = []
     errors: dict[str, int] = {}
     sent_chars = 0
     counter = itertools.count()
     stop_at = time.perf_counter() + seconds
 
-    async def client() -> None:
+    async def client(texts: list[str] | None = None, record: list[float] = latencies) -> None:
         nonlocal sent_chars
         conn = Connection(host, int(port))
         while time.perf_counter() < stop_at:
-            text = sentences[next(counter) % len(sentences)]
+            text = (texts or sentences)[next(counter) % len(texts or sentences)]
             t0 = time.perf_counter()
             try:
                 status, data = await conn.post_json("/v1/ner", {"text": text})
@@ -123,7 +159,7 @@ async def run_level(url: str, clients: int, seconds: float, sentences: list[str]
                 key = type(exc).__name__
                 await conn.close()
             if key is None:
-                latencies.append(time.perf_counter() - t0)
+                record.append(time.perf_counter() - t0)
                 sent_chars += len(text)
             else:
                 errors[key] = errors.get(key, 0) + 1
@@ -137,11 +173,13 @@ async def run_level(url: str, clients: int, seconds: float, sentences: list[str]
             await asyncio.sleep(min(10.0, max(0.0, stop_at - time.perf_counter())))
 
     t0 = time.perf_counter()
-    await asyncio.gather(sample_rss(), *(client() for _ in range(clients)))
+    long_loops = [client([long], long_latencies) for _ in range(long_clients)]
+    await asyncio.gather(sample_rss(), *(client() for _ in range(clients)), *long_loops)
     elapsed = time.perf_counter() - t0
-    latencies.sort()
     n = len(latencies)
-    return {
+    extra = {"long": {"clients": long_clients, "chars": len(long), "requests": len(long_latencies)} | {
+        "latency_ms": latency_summary(long_latencies)}} if long_clients else {}
+    return extra | {
         "clients": clients,
         "seconds": round(elapsed, 1),
         "requests": n,
@@ -151,12 +189,7 @@ async def run_level(url: str, clients: int, seconds: float, sentences: list[str]
         "sentences_per_s": round(n / elapsed, 1),  # one sentence per request
         "chars_per_s": round(sent_chars / elapsed),
         "rss_mb_every_10s": rss,
-        "latency_ms": {
-            "p50": round(1000 * latencies[n // 2], 2) if n else None,
-            "p99": round(1000 * latencies[min(n - 1, int(n * 0.99))], 2) if n else None,
-            "mean": round(1000 * statistics.fmean(latencies), 2) if n else None,
-            "max": round(1000 * latencies[-1], 2) if n else None,
-        },
+        "latency_ms": latency_summary(latencies),
     }
 
 
@@ -169,9 +202,12 @@ def main() -> None:
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "load_test.json"))
     parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
     parser.add_argument("--serve-args", default="", help="extra options for zhner serve, e.g. '--batch-wait-ms 5'")
+    parser.add_argument("--long-clients", type=int, default=0, help="clients sending long texts beside the short ones")
+    parser.add_argument("--long-chars", type=int, default=20_000, help="characters of each long text")
     args = parser.parse_args()
 
     sentences = test_sentences()
+    long = long_text(args.long_chars) if args.long_clients else ""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -186,7 +222,7 @@ def main() -> None:
         levels = []
         for clients in args.levels:
             before, cpu_before = rss_mb(server.pid), cpu_seconds(server.pid)
-            result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid))
+            result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid, args.long_clients, long))
             result["rss_mb_start"], result["rss_mb_end"] = before, rss_mb(server.pid)
             # below 1.0 the server was starved of CPU by other processes (or waited on the clients)
             result["server_cpu_cores"] = round((cpu_seconds(server.pid) - cpu_before) / result["seconds"], 2)
@@ -205,7 +241,8 @@ def main() -> None:
         "dataset": health["dataset"],
         "limits": health["limits"],
         "sentences": f"{len(sentences)} test sentences of Resume and MSRA, alternating (mean {statistics.fmean(map(len, sentences)):.1f} chars)",
-        "request": '{"text": one sentence}; closed loop: each client waits for its answer before the next request',
+        "request": '{"text": one sentence}; closed loop: each client waits for its answer before the next request'
+        + (f"; plus {args.long_clients} client(s) sending {len(long)}-character texts" if args.long_clients else ""),
         "server_rss_mb_model_loaded": rss_loaded,
         "server_rss_mb_after_warmup": rss_warm,
         "model_calls_total": model_calls,

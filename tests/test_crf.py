@@ -266,3 +266,74 @@ def test_bad_inputs() -> None:
         crf.decode(torch.randn(2, 4, 5), torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError):
         crf(emissions, torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool), reduction="avg")
+
+
+# ---- marginals and n-best ------------------------------------------------------------------------------------------
+
+
+def path_scores(crf: CRF, emissions: torch.Tensor, n: int) -> dict[tuple[int, ...], float]:
+    """The score of every allowed path of one sequence of length n."""
+    start, trans, end = crf.start.tolist(), crf.transitions.tolist(), crf.end.tolist()
+    s_ok, t_ok, e_ok = crf.start_allowed.tolist(), crf.trans_allowed.tolist(), crf.end_allowed.tolist()
+    e = emissions.tolist()
+    scores = {}
+    for path in itertools.product(range(crf.num_tags), repeat=n):
+        if s_ok[path[0]] and e_ok[path[-1]] and all(t_ok[a][b] for a, b in zip(path, path[1:])):
+            scores[path] = start[path[0]] + end[path[-1]] + sum(e[i][y] for i, y in enumerate(path)) + sum(
+                trans[a][b] for a, b in zip(path, path[1:])
+            )
+    return scores
+
+
+SMALL_TAGS = ["O", "B-PER", "M-PER", "E-PER", "S-PER"]
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_subpath_marginals_against_enumeration(constrained: bool, seed: int) -> None:
+    """P(y_i..y_{i+m-1} = tags) for every position, every tag pair and runs of 3 taken from real paths, against the sum
+    over enumerated paths; unigram marginals sum to 1."""
+    constraints = allowed_transitions(SMALL_TAGS, "bmes") if constrained else None
+    crf = random_crf(len(SMALL_TAGS), seed, constraints=constraints)
+    emissions, _, mask = random_batch(seed, 4, 5, len(SMALL_TAGS), scale=2.0)
+    rng = torch.Generator().manual_seed(seed)
+    queries, expected = [], []
+    for b, n in enumerate(mask.sum(1).tolist()):
+        scores = path_scores(crf, emissions[b, :n], n)
+        log_z = math.log(sum(math.exp(s) for s in scores.values()))
+        paths = list(scores)
+        runs = [list(t) for m in (1, 2) for t in itertools.product(range(len(SMALL_TAGS)), repeat=m)]
+        for i in range(n):
+            picked = paths[int(torch.randint(len(paths), (1,), generator=rng))]
+            for tags in runs + [list(picked[i : i + 3])]:
+                if i + len(tags) <= n:
+                    queries.append((b, i, tags))
+                    expected.append(sum(math.exp(s - log_z) for p, s in scores.items() if list(p[i : i + len(tags)]) == tags))
+    probs = crf.subpath_log_probs(emissions, mask, queries).exp()
+    assert probs.tolist() == pytest.approx(expected, abs=1e-9)
+    assert max(expected) > 0.3  # the runs from real paths have mass: not a test of zeros only
+    alpha, beta, log_z = crf.forward_backward(emissions, mask)
+    unigram = (alpha + beta - log_z.view(-1, 1, 1)).exp()  # [B, L, T]
+    assert torch.allclose(unigram.sum(2)[mask], torch.ones(int(mask.sum()), dtype=unigram.dtype))
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_nbest_against_enumeration(constrained: bool, seed: int) -> None:
+    constraints = allowed_transitions(SMALL_TAGS, "bmes") if constrained else None
+    crf = random_crf(len(SMALL_TAGS), seed, constraints=constraints)
+    emissions, _, mask = random_batch(seed + 10, 4, 5, len(SMALL_TAGS), scale=2.0)
+    k = 7
+    paths, scores = crf.nbest(emissions, mask, k)
+    best, _ = crf.viterbi_tensor(emissions, mask)
+    assert torch.equal(paths[:, 0], best)  # the first of the k best is Viterbi's
+    for b, n in enumerate(mask.sum(1).tolist()):
+        ranked = sorted(path_scores(crf, emissions[b, :n], n).items(), key=lambda item: -item[1])[:k]
+        found = min(k, len(ranked))  # a length-1 constrained sequence has only 2 allowed paths (O, S-PER)
+        assert [tuple(p[:n]) for p in paths[b, :found].tolist()] == [p for p, _ in ranked]
+        assert scores[b, :found].tolist() == pytest.approx([s for _, s in ranked], abs=1e-8)
+        assert paths[b, :, n:].eq(0).all()
+        if len(ranked) < k and not constrained:
+            assert torch.isinf(scores[b, found:]).all()
+    with pytest.raises(ValueError, match="k must be"):
+        crf.nbest(emissions, mask, 0)

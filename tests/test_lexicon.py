@@ -299,3 +299,59 @@ def test_embedding_matrix():
     assert m3.shape == (6, 4) and stats["random"] == 6
     with pytest.raises(ZhnerError, match="2-d"):
         embedding_matrix(vocab, vecs, 3, np.random.default_rng(0), compose=True)
+
+
+def test_saved_lexicon_reads_in_one_piece(tmp_path, monkeypatch):
+    """A file as `save` writes it is read without the line-by-line reader (8x faster on the shipped 337k words);
+    anything else (CRLF, unsorted, spaces, a BOM) still goes through it, with the same words as before."""
+    from zhner.lexicon import lexicon as module
+
+    lex = Lexicon(["中国", "北京", "人民", "国人", "a"], min_len=1)
+    lex.save(tmp_path / "lexicon.txt")
+    variants = {
+        "crlf.txt": "a\r\n中国\r\n",
+        "unsorted.txt": "北京\n中国\n",
+        "spaces.txt": "中国 \n北京\n",
+        "bom.txt": "\ufeff中国\n北京\n",
+        "blank.txt": "中国\n\n北京\n",
+    }
+    expected = {}
+    for name, text in variants.items():
+        (tmp_path / name).write_text(text, encoding="utf-8", newline="")
+        expected[name] = Lexicon.load(tmp_path / name).words
+    assert expected["crlf.txt"] == ["a", "中国"] and expected["blank.txt"] == ["中国", "北京"]
+
+    def no_line_reader(path):
+        raise AssertionError(f"read line by line: {path}")
+
+    monkeypatch.setattr(module, "iter_lines", no_line_reader)
+    back = Lexicon.load(tmp_path / "lexicon.txt")
+    assert back.words == lex.words and "国人" in back and back.name == "lexicon"
+    assert back.match("中国人民") == lex.match("中国人民")
+    monkeypatch.undo()
+    for name in variants:
+        assert Lexicon.load(tmp_path / name).words == expected[name]
+
+
+def test_automaton_cache(tmp_path, monkeypatch):
+    """A large lexicon's automaton is stored in $ZHNER_CACHE/automata and read back instead of rebuilt; a corrupt or
+    unwritable cache only costs a rebuild."""
+    from zhner.lexicon import lexicon as module
+
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(module, "CACHE_MIN_WORDS", 3)
+    words = ["中国", "国人", "北京", "人民", "北京大学"]
+    text = "北京大学的中国人民"
+    expected = Lexicon(words).match(text)
+    assert expected == [(0, 2, "北京"), (0, 4, "北京大学"), (5, 7, "中国"), (6, 8, "国人"), (7, 9, "人民")]
+    (cached,) = (tmp_path / "cache" / "automata").iterdir()
+    build = module._build
+    monkeypatch.setattr(module, "_build", lambda _: pytest.fail("rebuilt although cached"))
+    assert Lexicon(words).match(text) == expected  # read from the cache
+    monkeypatch.setattr(module, "_build", build)
+    cached.write_bytes(b"\x00garbage" * 10)
+    assert Lexicon(words).match(text) == expected  # rebuilt over the corrupt file
+    assert Lexicon(words).match(text) == expected
+    (tmp_path / "not_a_dir").write_text("")
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "not_a_dir"))
+    assert Lexicon(words + ["大学"]).match("大学") == [(0, 2, "大学")]  # the cache cannot be written: still matches

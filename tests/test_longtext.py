@@ -32,6 +32,8 @@ def test_split_with_overlap_covers_the_text():
             if b < a_end:  # windows inside one over-long sentence: they share at least `overlap` characters
                 assert a_end - b == overlap and len(ca) == max_len
                 assert not any(a < c < b + len(cb) for c in cuts)  # all inside one sentence
+            elif len(text) > max_len:  # pieces meet at sentence ends (or full windows), no piece holds one inside
+                assert (b in cuts or len(ca) == max_len) and not any(a < c < a_end for c in cuts)
     with pytest.raises(ValueError, match="overlap"):
         split_long_text("x" * 20, 10, 10)
 
@@ -98,7 +100,7 @@ def test_predict_100k_character_document(tiny_model, tmp_path):
     (windows). Every entity must sit at its offsets; in the sentence part, the entities of each piece tagged on its own,
     shifted by the piece's offset, are exactly what the document gets."""
     from zhner.data.registry import load_dataset
-    from zhner.tagger import OVERLAP, Tagger
+    from zhner.tagger import Tagger
 
     model_dir, run = tiny_model
     sentences = ["".join(s.chars) for s in load_dataset("resume")["test"].sentences]
@@ -125,8 +127,7 @@ def test_predict_100k_character_document(tiny_model, tmp_path):
         assert 0 <= e["start"] < e["end"] <= len(doc) and doc[e["start"] : e["end"]] == e["text"]
 
     tagger = Tagger.load(model_dir)
-    max_len = tagger.max_chars(memory_mb)
-    pieces = split_long_text(doc, max_len, min(OVERLAP, max_len // 4))
+    pieces = tagger.split(doc, memory_mb)
     assert len(pieces) > 100 and any(b < a + len(c) for (a, c), (b, _) in zip(pieces, pieces[1:]))  # windows happened
     expected = []
     for off, chunk in pieces:
@@ -138,3 +139,27 @@ def test_predict_100k_character_document(tiny_model, tmp_path):
 def pieces_end(pieces, limit: int) -> int:
     """The end of the last piece that ends by `limit`."""
     return max(off + len(chunk) for off, chunk in pieces if off + len(chunk) <= limit)
+
+
+def test_a_long_line_is_tagged_as_its_sentences(tiny_model, monkeypatch):
+    """A 3,000-character line goes to the model as its sentences (sorted and batched with other texts' pieces), not as
+    pieces packed up to the memory budget's length (quadratic attention made that ~20x slower than its sentences);
+    its entities are those of its sentences tagged one by one, shifted to line offsets."""
+    from zhner.data.registry import load_dataset
+
+    tagger = tiny_model[1].tagger
+    line = "".join(s.text for s in load_dataset("resume")["test"].sentences[:200]).replace("\n", "")[:3_000]
+    starts = [0] + [m.end() for m in SENTENCE_END.finditer(line) if m.end() < len(line)]
+    sentences = [line[a:b] for a, b in zip(starts, starts[1:] + [len(line)])]
+    assert len(sentences) > 50 and max(map(len, sentences)) < tagger.piece_chars()
+    assert len(line) < tagger.max_chars()  # within the memory budget: the old code tagged it in one or two pieces
+    seen: list[int] = []
+    tag = tagger.tag
+    monkeypatch.setattr(tagger, "tag", lambda chunks, batch_size=32: seen.extend(map(len, chunks)) or tag(chunks, batch_size))
+    (entities, short) = tagger.predict([line, "张三"])
+    assert sorted(seen) == sorted([len(s) for s in sentences] + [2])  # one model input per sentence
+    assert short == tagger.predict(["张三"])[0]
+    expected = []
+    for start, one in zip(starts, tagger.predict(sentences)):
+        expected += [e | {"start": e["start"] + start, "end": e["end"] + start} for e in one]
+    assert entities == expected and entities

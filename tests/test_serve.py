@@ -2,6 +2,7 @@
 import asyncio
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -19,13 +20,14 @@ from zhner.cli import resolve_config
 from zhner.data.registry import load_dataset
 from zhner.serve.app import Limits, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
+from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
 from zhner.train.config import load_config
 from zhner.train.trainer import train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
 FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
-LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20)
+LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20, read_timeout_s=2)
 
 
 @contextmanager
@@ -33,7 +35,8 @@ def live_server(app):
     """uvicorn in a background thread on a free loopback port; yields the base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    http = protocol_class(app.state.limits.read_timeout_s)
+    server = uvicorn.Server(uvicorn.Config(app, http=http, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.time() + 20
@@ -178,6 +181,149 @@ def test_streamed_body_over_the_limit_and_the_worker_survives(server):
     assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200  # nothing above hurt the server
 
 
+def test_confidence_field(server, sentences):
+    client, tagger = server
+    res = client.post("/v1/ner", json={"texts": sentences[:8], "confidence": True})
+    assert res.status_code == 200, res.text
+    assert [r["entities"] for r in res.json()["results"]] == tagger.predict(sentences[:8], confidence=True)
+    scores = [e["score"] for r in res.json()["results"] for e in r["entities"]]
+    assert scores and all(0 <= x <= 1 for x in scores)
+    plain = client.post("/v1/ner", json={"texts": sentences[:8]}).json()["results"]
+    assert all("score" not in e for r in plain for e in r["entities"])  # only when asked
+    bad = client.post("/v1/ner", json={"text": "张三", "confidence": "yes"})
+    assert bad.status_code == 422 and bad.json()["field"] == "confidence"
+
+
+def test_long_text_beside_short_requests(model_dir, sentences):
+    """A 6,000-character text is tagged as its sentences, stitched back as `predict` does, while short requests sent
+    beside it are answered before it is done."""
+    tagger = Tagger.load(model_dir)
+    limits = Limits(max_text_chars=10_000, max_body_bytes=100_000, batch_texts=2, read_timeout_s=5)
+    long = "".join(s if s.endswith("。") else s + "。" for s in sentences * 5)[:6_000]
+
+    async def run(url: str) -> tuple[dict, list[float], float]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as aclient:
+            started = time.monotonic()
+            pending = asyncio.ensure_future(aclient.post("/v1/ner", json={"text": long}))
+            while not pending.done() and (await aclient.get("/health")).json()["pending_texts"] == 0:  # queued
+                await asyncio.sleep(0.001)
+            short_done = []
+            for s in sentences[:5]:
+                assert (await aclient.post("/v1/ner", json={"text": s})).status_code == 200
+                short_done.append(time.monotonic() - started)
+            res = await pending
+            return res.json(), short_done, time.monotonic() - started
+
+    with live_server(create_app(tagger, limits)) as url:
+        record, short_done, long_done = asyncio.run(run(url))
+    assert record["entities"] == tagger.predict([long])[0]
+    assert max(short_done) < long_done  # five short requests in turn, all answered while the long one ran
+
+
+def test_a_client_gone_before_its_answer_leaves_the_queue(model_dir):
+    """A 6,000-character text (about 180 pieces, one per model call here) whose client hangs up right after sending it:
+    its pieces are dropped, not tagged for no one."""
+    limits = Limits(max_text_chars=10_000, max_body_bytes=100_000, batch_texts=1, read_timeout_s=5)
+    text = "张三毕业于北京大学。" * 600
+    body = json.dumps({"text": text}).encode()
+    with live_server(create_app(Tagger.load(model_dir), limits)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        sock = raw_connection(client)
+        sock.sendall(HEAD.replace(b"1000", str(len(body)).encode()) + body)
+        while client.get("/health").json()["pending_texts"] == 0:  # queued
+            time.sleep(0.001)
+        sock.close()
+        deadline = time.monotonic() + 30
+        while client.get("/health").json()["pending_texts"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.get("/health").json()["model_calls"] < 100
+        assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
+def test_deeply_nested_json_is_a_400(server):
+    client, _ = server
+    for body in (b"[" * 19_000, b"{\"text\": " + b"[" * 9_000 + b"]" * 9_000 + b"}"):  # LIMITS: 20,000 bytes
+        res = client.post("/v1/ner", content=body, headers=JSON)
+        assert res.status_code == 400 and res.json()["field"] == "body" and "nested too deeply" in res.json()["error"]
+    assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
+@contextmanager
+def uvicorn_log():
+    """The records uvicorn's error logger gets meanwhile (it does not propagate to pytest's caplog)."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def raw_connection(client) -> socket.socket:
+    return socket.create_connection((client.base_url.host, client.base_url.port), timeout=20)
+
+
+HEAD = b"POST /v1/ner HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+
+
+def test_client_gone_mid_body_logs_one_line_at_most(server):
+    client, _ = server
+    with uvicorn_log() as records:
+        sock = raw_connection(client)
+        sock.sendall(HEAD + b'{"text": "ab')
+        time.sleep(0.3)
+        sock.close()
+        time.sleep(0.5)
+        assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200  # and the server is fine
+    assert len(records) <= 1 and not any(r.exc_info for r in records), [r.getMessage() for r in records]
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict]:
+    data = b""
+    while chunk := sock.recv(4096):  # the server closes the connection after a timeout
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def trickle(sock: socket.socket, data: bytes, every_s: float) -> int:
+    """Send `data` a byte every `every_s` seconds until the server answers; returns how many bytes were sent."""
+    for sent, byte in enumerate(data):
+        if select.select([sock], [], [], every_s)[0]:  # readable: an answer (or the close) came
+            return sent
+        sock.send(bytes([byte]))
+    return len(data)
+
+
+def test_slow_clients_are_timed_out(server):
+    """Headers trickled one byte at a time (slowloris) get 408 and a closed connection after read_timeout_s (2 s
+    here), though every byte came well within uvicorn's keep-alive timeout; so does a trickled body."""
+    client, _ = server
+    with raw_connection(client) as sock:
+        sent = trickle(sock, HEAD * 10, 0.05)  # 40 s of trickling, were the connection left open
+        assert sent < len(HEAD)  # cut off before the head was complete
+        status, body = read_response(sock)
+    assert status == 408 and body["field"] == "headers"
+    with raw_connection(client) as sock:
+        sock.sendall(HEAD + b'{"text": "')
+        assert trickle(sock, b"a" * 100, 0.1) < 100  # a byte every 0.1 s: 10 s, over the 2 s limit
+        status, body = read_response(sock)
+    assert status == 408 and body["field"] == "body" and "not received within 2 s" in body["error"]
+    assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
+
+
+def test_health_shows_no_host_paths(server, monkeypatch):
+    """A model trained from a folder (`data.dataset=/abs/path`) shows the folder's name, not where it lives."""
+    client, tagger = server
+    monkeypatch.setattr(tagger.config.data, "dataset", "/home/someone/corpora/my_ner")
+    health = client.get("/health")
+    assert health.json()["dataset"] == "my_ner" and "/home/someone" not in health.text
+
+
 def test_health_labels_and_openapi(server):
     client, tagger = server
     health = client.get("/health").json()
@@ -193,9 +339,9 @@ def test_health_labels_and_openapi(server):
     spec = client.get("/openapi.json").json()
     post = spec["paths"]["/v1/ner"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NERRequest"}
-    assert {"400", "413", "415", "422", "503"} <= set(post["responses"])
+    assert {"400", "408", "413", "415", "422", "503"} <= set(post["responses"])
     schemas = spec["components"]["schemas"]
-    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts"}
+    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts", "confidence"}
     assert set(schemas["Entity"]["required"]) == {"type", "start", "end", "text"}
     assert set(schemas["ErrorBody"]["properties"]) == {"error", "field"}
     assert "/health" in spec["paths"] and "/v1/labels" in spec["paths"]
@@ -217,33 +363,98 @@ def test_concurrent_requests_share_model_calls(server, sentences):
     assert 1 <= calls < 32
 
 
-def test_micro_batcher_slices_results_and_survives_errors():
-    calls = []
+class FakePieces:
+    """A stand-in tagger: texts split at '|'; a piece's one span covers it; join reports lengths and the scores kept."""
 
-    def predict(texts):
-        calls.append(list(texts))
-        if "boom" in texts:
+    def __init__(self, seconds_per_call: float = 0.0):
+        self.calls: list[list[str]] = []
+        self.seconds_per_call = seconds_per_call
+
+    def split(self, text: str) -> list[tuple[int, str]]:
+        pieces, offset = [], 0
+        for part in text.split("|"):
+            pieces.append((offset, part))
+            offset += len(part) + 1
+        return pieces
+
+    def piece_spans(self, chunks, batch_size, confidence=False):
+        self.calls.append(list(chunks))
+        time.sleep(self.seconds_per_call)
+        if "boom" in chunks:
             raise ValueError("model failed")
-        return [[{"n": len(t)}] for t in texts]
+        return [[(0, len(c), "X", 0.5)] if confidence else [(0, len(c), "X")] for c in chunks]
 
+    def join(self, text, pieces, spans):
+        return [{"n": [s[0][1] for s in spans], "scored": [len(s[0]) == 4 for s in spans]}]
+
+
+def run_batcher(fake: FakePieces, body, **options) -> None:
     async def run():
-        batcher = MicroBatcher(predict, max_texts=8, max_wait_ms=50, max_pending_texts=10)
+        batcher = MicroBatcher(fake, **options)
         await batcher.start()
         try:
-            jobs = [batcher.submit(["a" * i, "b" * (i + 10)]) for i in range(3)]
-            results = await asyncio.gather(*jobs)
-            assert results == [[[{"n": i}], [{"n": i + 10}]] for i in range(3)]
-            assert len(calls) == 1 and len(calls[0]) == 6  # three requests, one model call
-            failed = await asyncio.gather(batcher.submit(["boom"]), return_exceptions=True)
-            assert isinstance(failed[0], ValueError)
-            assert await batcher.submit(["xy"]) == [[{"n": 2}]]  # the worker lives on
-            with pytest.raises(Overloaded):
-                await batcher.submit(["x"] * 11)
+            await body(batcher)
             assert batcher.pending_texts == 0
         finally:
             await batcher.stop()
 
     asyncio.run(run())
+
+
+def test_micro_batcher_slices_results_and_survives_errors():
+    fake = FakePieces()
+
+    async def body(batcher):
+        jobs = [batcher.submit(["a" * i, "b" * (i + 10)]) for i in range(3)]
+        results = await asyncio.gather(*jobs)
+        assert results == [[[{"n": [i], "scored": [False]}], [{"n": [i + 10], "scored": [False]}]] for i in range(3)]
+        assert len(fake.calls) == 1 and len(fake.calls[0]) == 6  # three requests, one model call
+        failed = await asyncio.gather(batcher.submit(["boom"]), return_exceptions=True)
+        assert isinstance(failed[0], ValueError)
+        assert await batcher.submit(["xy"]) == [[{"n": [2], "scored": [False]}]]  # the worker lives on
+        with pytest.raises(Overloaded):
+            await batcher.submit(["x"] * 11)
+
+    run_batcher(fake, body, max_texts=8, max_wait_ms=50, max_pending_texts=10)
+
+
+def test_long_texts_share_model_calls_fairly():
+    """A text of 200 pieces runs as a series of calls; a short request sent while it runs rides in the next call,
+    beside the long text's pieces, instead of waiting for all of them. Pieces are taken within the cost budget."""
+    fake = FakePieces(seconds_per_call=0.005)
+
+    async def body(batcher):
+        long = asyncio.ensure_future(batcher.submit(["|".join(["ab"] * 200)], confidence=True))
+        while not fake.calls:
+            await asyncio.sleep(0.001)
+        short = await batcher.submit(["xyz"])
+        assert short == [[{"n": [3], "scored": [False]}]]  # scores asked for by its batch-mate are not leaked
+        assert not long.done()
+        (first,) = [i for i, call in enumerate(fake.calls) if "xyz" in call]
+        assert first <= 2 and len(fake.calls[first]) == 4  # within two calls, in a call filled with the long text's pieces
+        (record,) = await long
+        assert record[0]["n"] == [2] * 200 and all(record[0]["scored"])
+        assert len(fake.calls) >= 50
+        assert max(map(len, fake.calls)) == 4
+        fake.calls.clear()
+        await batcher.submit(["a" * 100 + "|" + "b" * 100 + "|" + "c" * 5])  # costs 100 * (1 + 100 / 32) each
+        assert [len(c) for c in fake.calls] == [1, 2]  # 412.5 + 412.5 > 700: the second long piece waits
+
+    run_batcher(fake, body, max_texts=4, max_wait_ms=1, max_cost=700)
+
+
+def test_a_request_out_of_time_gets_503_and_leaves_the_queue():
+    fake = FakePieces(seconds_per_call=0.02)
+
+    async def body(batcher):
+        with pytest.raises(Overloaded, match="not done within 0.1 s"):
+            await batcher.submit(["|".join(["ab"] * 400)])  # 100 calls of 0.02 s: 2 s, over the 0.1 s budget
+        calls = len(fake.calls)
+        assert calls < 20
+        assert await batcher.submit(["xy"]) == [[{"n": [2], "scored": [False]}]]
+        assert len(fake.calls) <= calls + 2  # the rest of the long request's pieces were dropped
+
+    run_batcher(fake, body, max_texts=4, max_wait_ms=1, timeout_s=0.1)
 
 
 def free_port() -> int:

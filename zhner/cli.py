@@ -209,6 +209,7 @@ def predict(
     ),
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
+    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (jsonl)"),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -227,7 +228,9 @@ def predict(
     tagger = Tagger.load(resolve_model_dir(model_dir))
     tagger.model.to(torch_device)
     texts = None if text is None else [text]
-    predict_stream(tagger, input_file, output, fmt, batch_size, memory_mb, jsonl_input=jsonl_input, texts=texts)
+    predict_stream(
+        tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts
+    )
 
 
 @app.command("export")
@@ -304,6 +307,8 @@ def serve(
     batch_texts: int = typer.Option(32, min=1, help="texts of concurrent requests tagged in one model call"),
     batch_wait_ms: float = typer.Option(2.0, min=0, help="longest wait for more requests before a model call"),
     max_pending_texts: int = typer.Option(4096, min=1, help="queued texts before requests get 503"),
+    read_timeout_s: float = typer.Option(10.0, min=0.001, help="seconds a client has to send a request's headers, and again its body (408 after)"),
+    request_timeout_s: float = typer.Option(30.0, min=0.001, help="seconds a request may wait for and use the model (503 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
 ) -> None:
     """HTTP service: POST /v1/ner {"text": ...} or {"texts": [...]}; GET /health; OpenAPI at /openapi.json."""
@@ -311,6 +316,7 @@ def serve(
         import uvicorn
 
         from zhner.serve.app import Limits, create_app
+        from zhner.serve.server import protocol_class
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
@@ -325,10 +331,13 @@ def serve(
         batch_texts=batch_texts,
         batch_wait_ms=batch_wait_ms,
         max_pending_texts=max_pending_texts,
+        read_timeout_s=read_timeout_s,
+        request_timeout_s=request_timeout_s,
     )
     app_ = create_app(Tagger.load(path), limits)
     _echo_err(f"serving {path} on http://{host}:{port} (POST /v1/ner, GET /health, docs at /docs)")
-    uvicorn.run(app_, host=host, port=port, access_log=access_log, log_level="info" if access_log else "warning")
+    log_level = "info" if access_log else "warning"
+    uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
 
 
 @app.command()

@@ -1,6 +1,8 @@
 """Long text: cut it into pieces a model can take, and stitch the pieces' spans back into document offsets.
 
-Pieces end at sentence punctuation where possible (packed up to max_len characters); a single sentence longer than max_len
+A text longer than max_len is cut at every sentence end (each sentence a piece of its own, the way a text split into
+lines by sentence would be tagged: attention costs grow with the square of a piece's length, so packing sentences into
+pieces of max_len made one 20,000-character line ~30x slower than its sentences); a single sentence longer than max_len
 is cut into windows of max_len that overlap by `overlap` characters, so an entity near a window edge is seen whole by the
 neighbouring window. Stitching keeps, among overlapping candidate spans, the one seen farthest from a window edge
 (a span cut by an edge touches it: margin 0), so each entity comes out once, from the window that saw it whole.
@@ -15,26 +17,22 @@ SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
 
 
 def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int, str]]:
-    """(offset, chunk) pieces of at most max_len characters covering the text in order: cut at sentence ends where
-    possible; a sentence longer than max_len becomes windows of max_len (the last one may be shorter) overlapping by
-    `overlap` (< max_len) characters. With overlap 0 the pieces partition the text."""
+    """(offset, chunk) pieces of at most max_len characters covering the text in order: the text itself if it fits,
+    else one piece per sentence; a sentence longer than max_len becomes windows of max_len (the last one may be
+    shorter) overlapping by `overlap` (< max_len) characters. With overlap 0 the pieces partition the text."""
     if not 0 <= overlap < max_len:
         raise ValueError(f"overlap {overlap} must be in [0, max_len={max_len})")
     if len(text) <= max_len:
         return [(0, text)]
     cuts = [m.end() for m in SENTENCE_END.finditer(text) if m.end() < len(text)] + [len(text)]
     pieces: list[tuple[int, str]] = []
-    piece_start = last_cut = 0  # the open piece starts at piece_start and can end at last_cut
+    start = 0
     for cut in cuts:
-        if cut - piece_start > max_len and last_cut > piece_start:
-            pieces.append((piece_start, text[piece_start:last_cut]))
-            piece_start = last_cut
-        if cut - piece_start > max_len:  # one sentence longer than max_len: overlapping windows over it
-            pieces.extend((s, text[s:e]) for s, e in _windows(piece_start, cut, max_len, overlap))
-            piece_start = cut
-        last_cut = cut
-    if piece_start < len(text):
-        pieces.append((piece_start, text[piece_start:]))
+        if cut - start > max_len:  # one sentence longer than max_len: overlapping windows over it
+            pieces.extend((s, text[s:e]) for s, e in _windows(start, cut, max_len, overlap))
+        else:
+            pieces.append((start, text[start:cut]))
+        start = cut
     return pieces
 
 
@@ -47,25 +45,25 @@ def _windows(start: int, end: int, size: int, overlap: int) -> list[tuple[int, i
     return windows
 
 
-def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple[int, int, str]]]) -> list[tuple[int, int, str]]:
-    """Spans (start, end, label) of each piece, in piece offsets -> non-overlapping document spans, sorted.
-    An edge of a piece counts only where it overlaps a neighbour (a window edge inside a sentence); a sentence cut or
-    the text's ends are real boundaries."""
-    candidates = []  # (-margin, start, end, label) in document offsets
+def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple]]) -> list[tuple]:
+    """Spans (start, end, label, *extra) of each piece, in piece offsets -> non-overlapping document spans, sorted, with
+    their extra fields (e.g. a confidence) carried along. An edge of a piece counts only where it overlaps a neighbour
+    (a window edge inside a sentence); a sentence cut or the text's ends are real boundaries."""
+    candidates = []  # (-margin, start, end, label, extra) in document offsets
     for k, ((offset, chunk), spans) in enumerate(zip(pieces, piece_spans)):
         end = offset + len(chunk)
         cut_left = k > 0 and pieces[k - 1][0] + len(pieces[k - 1][1]) > offset
         cut_right = k + 1 < len(pieces) and pieces[k + 1][0] < end
-        for s, e, label in spans:
+        for s, e, label, *extra in spans:
             s, e = s + offset, e + offset
             margin = min(s - offset if cut_left else math.inf, end - e if cut_right else math.inf)
-            candidates.append((-margin, s, e, label))
+            candidates.append((-margin, s, e, label, tuple(extra)))
     kept_starts: list[int] = []
-    kept: list[tuple[int, int, str]] = []  # sorted by start, non-overlapping
-    for _, s, e, label in sorted(candidates):
+    kept: list[tuple] = []  # sorted by start, non-overlapping
+    for _, s, e, label, extra in sorted(candidates):
         i = bisect.bisect_left(kept_starts, s)
         if (i > 0 and kept[i - 1][1] > s) or (i < len(kept) and kept[i][0] < e):
             continue  # overlaps a span seen farther from an edge
         kept_starts.insert(i, s)
-        kept.insert(i, (s, e, label))
+        kept.insert(i, (s, e, label, *extra))
     return kept

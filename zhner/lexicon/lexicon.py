@@ -2,12 +2,19 @@
 
 Matching uses an Aho-Corasick automaton (pyahocorasick): one pass over the text finds every occurrence of every
 word, overlapping and nested ones included, in time linear in the text length plus the number of matches.
+Building it for the shipped model's 337k words takes seconds, so a built automaton is kept in the user cache
+(`$ZHNER_CACHE/automata` or `~/.cache/zhner/automata`), named by a hash of the words, and read back in a fraction of
+that; a cache that cannot be read or written is skipped, never an error.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Iterable
+from importlib.metadata import version
 from pathlib import Path
 
 import ahocorasick
@@ -20,6 +27,8 @@ Match = tuple[int, int, str]  # (start, end exclusive, word)
 
 _WHITESPACE = re.compile(r"\s")
 _FIRST_COLUMN = re.compile(r"[ \t]")
+_SPACE_BUT_NEWLINE = re.compile(r"[^\S\n]")
+CACHE_MIN_WORDS = 20_000  # smaller lexicons build in well under 0.1 s: not worth a cache file
 
 
 class Lexicon:
@@ -70,19 +79,15 @@ class Lexicon:
         if self._automaton is None:
             with self._lock:  # build once even if several threads match at the same time
                 if self._automaton is None:
-                    automaton = ahocorasick.Automaton()
-                    for word in self.words:
-                        automaton.add_word(word, (len(word), word))
-                    automaton.make_automaton()
-                    self._automaton = automaton
+                    self._automaton = cached_automaton(self.words)
         return self._automaton
 
     def match(self, text: str) -> list[Match]:
         """Every occurrence of a lexicon word in `text` as (start, end_exclusive, word), sorted by (start, end)."""
         if not text or not self.words:
             return []
-        # pyahocorasick reports the index of a match's last character
-        found = [(end + 1 - n, end + 1, word) for end, (n, word) in self._get_automaton().iter(text)]
+        # pyahocorasick reports the index of a match's last character, and the word's length (STORE_LENGTH)
+        found = [(end + 1 - n, end + 1, text[end + 1 - n : end + 1]) for end, n in self._get_automaton().iter(text)]
         found.sort()
         return found
 
@@ -104,8 +109,19 @@ class Lexicon:
     def load(cls, path: str | Path) -> "Lexicon":
         """Read a lexicon written by `save` (every word kept, whatever its length; an empty file is an empty lexicon)."""
         path = Path(path)
+        fast = _read_saved(path)
+        if fast is not None:
+            return fast
         words = [line.strip() for _, line in iter_lines(path)]
         return cls((w for w in words if w), min_len=1, name=path.stem)
+
+    @classmethod
+    def _from_sorted(cls, words: list[str], name: str) -> "Lexicon":
+        """A lexicon of words already sorted, unique, non-empty and without whitespace (what `save` writes)."""
+        lexicon = cls.__new__(cls)
+        lexicon.min_len, lexicon.name, lexicon.words, lexicon._set = 1, name, words, frozenset(words)
+        lexicon._automaton, lexicon._lock = None, threading.Lock()
+        return lexicon
 
     @classmethod
     def from_file(cls, path: str | Path, min_len: int = 2, name: str | None = None) -> "Lexicon":
@@ -142,6 +158,66 @@ class Lexicon:
         if not path.is_file():
             raise ZhnerError("the installed jieba package has no dict.txt", path)
         return cls.from_file(path, min_len=min_len, name="jieba")
+
+
+def _read_saved(path: Path) -> Lexicon | None:
+    """The lexicon of a file exactly as `save` writes it (plain UTF-8, sorted unique words, one per line), read in one
+    piece: 8x faster than line by line on the shipped 337k words. None for anything else (compressed, CRLF, a BOM,
+    whitespace, unsorted): the general reader takes those, with its line-numbered errors."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or not text.endswith("\n") or _SPACE_BUT_NEWLINE.search(text) or text.startswith("\ufeff"):
+        return None
+    words = text[:-1].split("\n")
+    if "" in words or any(a >= b for a, b in zip(words, words[1:])):
+        return None
+    return Lexicon._from_sorted(words, path.stem)
+
+
+def automaton_cache_dir() -> Path:
+    env = os.environ.get("ZHNER_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "zhner") / "automata"
+
+
+def _build(words: list[str]) -> ahocorasick.Automaton:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)  # a match's word is the text's slice: store its length
+    for word in words:
+        automaton.add_word(word)
+    automaton.make_automaton()
+    return automaton
+
+
+def _no_objects(_: bytes) -> None:
+    raise ValueError("an automaton of word lengths holds no objects")  # so loading a cache file never unpickles
+
+
+def cached_automaton(words: list[str]) -> ahocorasick.Automaton:
+    """The automaton of `words` (sorted), read from the user cache when a matching one is there, else built and stored."""
+    if len(words) < CACHE_MIN_WORDS:
+        return _build(words)
+    digest = hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()[:32]
+    path = automaton_cache_dir() / f"{digest}-pyahocorasick{version('pyahocorasick')}.ac"
+    try:
+        automaton = ahocorasick.load(str(path), _no_objects)
+        if automaton.kind == ahocorasick.AHOCORASICK and len(automaton) == len(words):
+            return automaton
+    except (OSError, ValueError, EOFError, MemoryError):
+        pass
+    automaton = _build(words)
+    try:  # written to a temporary name and renamed, so a reader never sees half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".partial")
+        os.close(handle)
+        try:
+            automaton.save(partial)
+            os.replace(partial, path)
+        finally:
+            Path(partial).unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only or full home: match without a cache
+    return automaton
 
 
 def _first_column(line: str) -> str:

@@ -249,3 +249,80 @@ class CRF(nn.Module):
         paths, _ = self.viterbi_tensor(emissions, mask)
         lengths = mask.long().sum(1).tolist()
         return [row[:n] for row, n in zip(paths.tolist(), lengths)]
+
+    # ---- marginals and n-best ------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def forward_backward(self, emissions: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(alpha [B, L, T], beta [B, L, T], log Z [B]): alpha_i[t] = log of the summed scores of every prefix y_1..y_i
+        with y_i = t (emission i included), beta_i[t] = the same for every suffix after i given y_i = t (end score
+        included), so that P(y_i = t) = exp(alpha_i[t] + beta_i[t] - log Z). Positions past a sequence's end carry
+        alpha and hold beta = end; they are never asked about."""
+        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        B, L, T = emissions.shape
+        alphas = [start + emissions[:, 0]]  # each [B, T]
+        for i in range(1, L):
+            nxt = torch.logsumexp(alphas[-1].unsqueeze(2) + trans, dim=1) + emissions[:, i]  # sum over "from"
+            alphas.append(torch.where(mask[:, i].unsqueeze(1), nxt, alphas[-1]))
+        log_z = torch.logsumexp(alphas[-1] + end, dim=1)  # [B]
+        last = end.expand(B, T)
+        betas = [last]
+        for i in range(L - 2, -1, -1):
+            # beta_i[t] = logsumexp_u(trans[t, u] + e_{i+1}[u] + beta_{i+1}[u]); at a sequence's last token, beta = end
+            nxt = torch.logsumexp(trans + (emissions[:, i + 1] + betas[-1]).unsqueeze(1), dim=2)  # sum over "to"
+            betas.append(torch.where(mask[:, i + 1].unsqueeze(1), nxt, last))
+        return torch.stack(alphas, 1), torch.stack(betas[::-1], 1), log_z
+
+    @torch.no_grad()
+    def subpath_log_probs(
+        self, emissions: torch.Tensor, mask: torch.Tensor, queries: list[tuple[int, int, list[int]]]
+    ) -> torch.Tensor:
+        """log P(y_i .. y_{i+m-1} = tags | emissions) for each query (sequence b, first position i, tags of length m >= 1,
+        inside the sequence): alpha at i, the path's own emissions and transitions over the span, beta at its end,
+        minus log Z -- one batched gather for all queries. [Q]"""
+        alpha, beta, log_z = self.forward_backward(emissions, mask)
+        emissions, _, _, trans, _ = self._potentials(emissions, mask)
+        if not queries:
+            return emissions.new_zeros(0)
+        device = emissions.device
+        m = max(len(tags) for _, _, tags in queries)
+        b = torch.tensor([q[0] for q in queries], device=device)  # [Q]
+        i = torch.tensor([q[1] for q in queries], device=device)  # [Q]
+        n = torch.tensor([len(q[2]) for q in queries], device=device)  # [Q]
+        tags = torch.tensor([q[2] + [0] * (m - len(q[2])) for q in queries], device=device)  # [Q, M]
+        steps = torch.arange(m, device=device)
+        inside = steps.unsqueeze(0) < n.unsqueeze(1)  # [Q, M]
+        pos = (i.unsqueeze(1) + steps).clamp(max=emissions.size(1) - 1)  # [Q, M]
+        emit = emissions[b.unsqueeze(1), pos, tags]  # [Q, M]
+        step = trans[tags[:, :-1], tags[:, 1:]]  # [Q, M-1]
+        zero = emit.new_zeros(())
+        inner = torch.where(inside[:, 1:], emit[:, 1:] + step, zero).sum(1)  # positions 2..m of the span
+        last_tag = tags.gather(1, (n - 1).unsqueeze(1)).squeeze(1)
+        return alpha[b, i, tags[:, 0]] + inner + beta[b, i + n - 1, last_tag] - log_z[b]
+
+    @torch.no_grad()
+    def nbest(self, emissions: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k best paths per sequence by k-best Viterbi: (paths [B, k, L] long, padded with 0; scores [B, k], best
+        first). A sequence with fewer than k paths gets -inf scores for the missing ones (their paths are filler).
+        delta_i[t, r] is the r-th best score of a prefix ending in tag t; a step ranks the T*k extensions of each tag."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        B, L, T = emissions.shape
+        delta = emissions.new_full((B, T, k), float("-inf"))
+        delta[:, :, 0] = start + emissions[:, 0]
+        identity = torch.arange(T * k, device=emissions.device).view(1, T, k).expand(B, T, k)  # (t, r) -> itself
+        backpointers = []  # L-1 tensors [B, T, k] of flat (previous tag * k + rank) indices
+        for i in range(1, L):
+            cand = (delta.unsqueeze(3) + trans.unsqueeze(1)).reshape(B, T * k, T)  # [B, (from, rank), to]
+            best, arg = cand.topk(k, dim=1)  # [B, k, T] each
+            keep = mask[:, i].view(B, 1, 1)
+            delta = torch.where(keep, best.transpose(1, 2) + emissions[:, i].unsqueeze(2), delta)
+            backpointers.append(torch.where(keep, arg.transpose(1, 2), identity))
+        scores, flat = (delta + end.view(1, T, 1)).reshape(B, T * k).topk(k, dim=1)  # [B, k]
+        path = [flat]
+        for psi in reversed(backpointers):
+            flat = psi.reshape(B, T * k).gather(1, flat)  # [B, k]
+            path.append(flat)
+        paths = torch.stack(path[::-1], dim=2) // k  # [B, k, L] tags
+        return paths.masked_fill(~mask.unsqueeze(1), 0), scores

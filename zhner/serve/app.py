@@ -5,29 +5,37 @@
 
 The body is read and parsed here rather than by FastAPI, so that every bad request -- too large, not JSON, not UTF-8,
 wrong content type, wrong field types, lone surrogates -- gets the same JSON error `{"error": "...", "field": "..."}`
-with a fitting status (400, 413, 415, 422), and no request can crash the worker. Offsets are code points, as in
+with a fitting status (400, 408, 413, 415, 422, 503), and no request can crash the worker. Offsets are code points, as in
 `zhner predict` (Python string indices: an emoji counts as one character, not two UTF-16 units).
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 import time
+from collections.abc import Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import PurePath
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from zhner import __version__
 from zhner.data.schemes import split_tag
 from zhner.serve.batcher import MicroBatcher, Overloaded
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+log = logging.getLogger("uvicorn.error")
+T = TypeVar("T")
 
 
 class Limits(BaseModel):
@@ -40,6 +48,8 @@ class Limits(BaseModel):
     batch_texts: int = Field(32, gt=0, description="texts the micro-batcher gathers into one model call")
     batch_wait_ms: float = Field(2.0, ge=0, description="longest wait for more requests before a model call")
     max_pending_texts: int = Field(4096, gt=0, description="texts waiting for the model before requests get 503")
+    read_timeout_s: float = Field(10.0, gt=0, description="time a client has to send a request's headers, and again its body (408 after)")
+    request_timeout_s: float = Field(30.0, gt=0, description="time a request may wait for and use the model before it gets 503")
 
 
 # -- request and response bodies ------------------------------------------------------------------------------------
@@ -49,6 +59,7 @@ class NERRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "张三毕业于北京大学。"}]})
     text: StrictStr | None = Field(None, description="one text; the response is one record")
     texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
+    confidence: StrictBool = Field(False, description="add each entity's probability under the model's CRF as `score`")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "NERRequest":
@@ -62,6 +73,7 @@ class Entity(BaseModel):
     start: int = Field(description="offset of the first character, in code points")
     end: int = Field(description="offset after the last character (exclusive), in code points")
     text: str = Field(description="the entity's characters: text[start:end]")
+    score: float | None = Field(None, description="with `confidence`: the probability that exactly these characters carry this entity's tags")
 
 
 class Record(BaseModel):
@@ -82,7 +94,7 @@ class Health(BaseModel):
     status: str
     version: str
     model: str = Field(description="model architecture, e.g. tener")
-    dataset: str = Field(description="the dataset it was trained on")
+    dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path)")
     labels: list[str] = Field(description="entity types it predicts")
     uptime_s: float
     model_calls: int = Field(description="batched model calls since start")
@@ -106,18 +118,55 @@ def _error(status: int, error: str, field: str | None = None, headers: dict | No
 
 
 # -- parsing ----------------------------------------------------------------------------------------------------------
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it passes `limit` bytes (declared or streamed)."""
+class Disconnected(Exception):
+    """The client went away before its answer: there is no one to answer, and nothing to log but a line."""
+
+
+async def read_body(request: Request, limit: int, timeout_s: float = 10.0) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit` bytes (declared or streamed), and with 408 when it has
+    not all arrived within `timeout_s` (a client trickling it byte by byte would hold a connection for ever)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"body of {declared} bytes is over the limit of {limit} bytes", "body")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"body is over the limit of {limit} bytes", "body")
-        chunks.append(chunk)
+    chunks: list[bytes] = []
+    size = 0
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"body is over the limit of {limit} bytes", "body")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestError(408, f"body not received within {timeout_s:g} s ({size} bytes arrived)", "body") from None
+    except ClientDisconnect:
+        raise Disconnected(f"client disconnected after {size} of {declared or 'unknown'} body bytes") from None
     return b"".join(chunks)
+
+
+async def wait_for_disconnect(request: Request) -> None:
+    """Return when the client has gone away. Called once the body is read, so the disconnect is the only message left."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or Disconnected (with `work` cancelled) if the client goes away first: a client that sends a
+    20,000-character text and hangs up does not leave its pieces in the queue for others to wait behind."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not task.done():
+        task.cancel()
+        raise Disconnected("client disconnected before its texts were tagged")
+    return task.result()
 
 
 def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERRequest:
@@ -133,6 +182,8 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
         payload = json.loads(decoded)
     except json.JSONDecodeError as exc:
         raise RequestError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "body") from None
+    except RecursionError:  # e.g. 100,000 nested '[': the parser recurses once per level
+        raise RequestError(400, "body is not valid JSON for this service: arrays or objects nested too deeply", "body") from None
     try:
         request = NERRequest.model_validate(payload)
     except ValidationError as exc:
@@ -168,12 +219,19 @@ def _check_text(text: str, field: str, limits: Limits) -> None:
         raise RequestError(422, f"lone surrogate U+{ord(bad.group()):04X} at character {bad.start()} (not a Unicode character)", field)
 
 
+def dataset_name(dataset: str) -> str:
+    """A registry name as is; a folder or file the model was trained from by its last component only: a public
+    service should not show its host's file layout."""
+    return PurePath(dataset.replace("\\", "/")).name or dataset
+
+
 # -- the app --------------------------------------------------------------------------------------------------------
 def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
-    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `predict`/`featurizer`/`config`)."""
+    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `split`/`piece_spans`/`join`
+    (see zhner.serve.batcher.Pieces), `featurizer` and `config`)."""
     limits = limits or Limits()
     batcher = MicroBatcher(
-        lambda texts: tagger.predict(texts, limits.batch_texts), limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts
+        tagger, limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts, timeout_s=limits.request_timeout_s
     )
     started = time.monotonic()
     tags = list(tagger.featurizer.tags)
@@ -188,17 +246,21 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition.")
     app.state.batcher = batcher
     app.state.limits = limits
-    errors = {code: {"model": ErrorBody} for code in (400, 413, 415, 422, 503)}
+    errors = {code: {"model": ErrorBody} for code in (400, 408, 413, 415, 422, 503)}
 
     @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
     async def ner(request: Request):
         """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
         try:
-            parsed = parse_request(await read_body(request, limits.max_body_bytes), request.headers.get("content-type"), limits)
+            body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
+            parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
-            entities = await batcher.submit(texts)
-        except RequestError as exc:
-            return _error(exc.status, exc.error, exc.field)
+            entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
+        except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
+            return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
+        except Disconnected as exc:  # one line in the log, not the ASGI stack
+            log.info("%s", exc)
+            return Response(status_code=499)
         except Overloaded as exc:
             return _error(503, f"server busy: {exc}", None, {"Retry-After": "1"})
         records = [{"text": t, "entities": e} for t, e in zip(texts, entities)]
@@ -211,7 +273,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "status": "ok",
             "version": __version__,
             "model": tagger.config.model.name,
-            "dataset": tagger.config.data.dataset,
+            "dataset": dataset_name(tagger.config.data.dataset),
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),
             "model_calls": batcher.model_calls,

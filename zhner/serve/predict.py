@@ -80,13 +80,17 @@ def predict_stream(
     fmt: str = "jsonl",
     batch_size: int = 32,
     memory_mb: float | None = None,
+    confidence: bool = False,
     jsonl_input: bool = False,
     texts: list[str] | None = None,
 ) -> int:
     """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines.
     memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default.
+    confidence: each entity gets "score", its probability under the CRF (jsonl; conll has no place for it).
     jsonl_input: `source` holds {"text", ...} records (see `_records`); texts: tag these instead of reading `source`."""
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
+    if confidence:
+        options["confidence"] = True
     total = None
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
