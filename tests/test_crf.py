@@ -337,3 +337,27 @@ def test_nbest_against_enumeration(constrained: bool, seed: int) -> None:
             assert torch.isinf(scores[b, found:]).all()
     with pytest.raises(ValueError, match="k must be"):
         crf.nbest(emissions, mask, 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decode_constraints_apart_from_training(seed: int) -> None:
+    """A CRF trained without constraints but decoding with them (FLAT's release trains that way; zhner decodes
+    well-formed): the likelihood is the unconstrained one, Viterbi and n-best the best allowed paths, confidences are
+    under the constrained distribution, and the decode masks are not part of the saved weights."""
+    tags = ["O", "B-PER", "M-PER", "E-PER", "S-PER"]
+    allowed = allowed_transitions(tags, "bmes")
+    free = random_crf(len(tags), seed)
+    crf = CRF(len(tags), None, "zero", decode_constraints=allowed)
+    crf.load_state_dict(free.state_dict())  # same scores; the decode masks are rebuilt, not loaded
+    assert not any(k.startswith("decode_") for k in crf.state_dict())
+    constrained = random_crf(len(tags), seed, constraints=allowed)
+    emissions, _, mask = random_batch(seed, 4, 4, len(tags), scale=3.0)
+    assert torch.allclose(crf.log_partition(emissions, mask), free.log_partition(emissions, mask))
+    assert crf.decode(emissions, mask) == constrained.decode(emissions, mask)
+    paths, _ = crf.nbest(emissions, mask, 3)
+    assert torch.equal(paths, constrained.nbest(emissions, mask, 3)[0])
+    alpha, beta, log_z = crf.forward_backward(emissions, mask)
+    assert torch.allclose(log_z, constrained.log_partition(emissions, mask))
+    for b, n in enumerate(mask.sum(1).tolist()):
+        _, best, _ = brute_force(constrained, emissions[b, :n], n)
+        assert crf.decode(emissions, mask)[b] == best

@@ -375,3 +375,21 @@ def test_max_length_cuts_long_train_sentences_outside_entities(tmp_path):
     out, report = split_long_sentences(Corpus([Sentence(list("中华人民共和国"), ["B-LOC"] + ["M-LOC"] * 5 + ["E-LOC"])], "bmes"), 4)
     assert [s.tags for s in out] == [["B-LOC", "M-LOC", "M-LOC", "E-LOC"], ["B-LOC", "M-LOC", "E-LOC"]]
     assert report.entities_cut == 1
+
+
+def test_constrained_decoding_after_unconstrained_training(tmp_path, shared_data):
+    """crf_constraints=false with constrained_decoding=true: the likelihood has no constraints, the output is always
+    well-formed; the setting travels with the model directory (the masks are rebuilt from the config on load)."""
+    from zhner.data.schemes import first_violation
+
+    extra = ["train.epochs=1", "train.lr=1e-9", "model.crf_constraints=false", "model.crf_init=zero"]
+    free = train(tiny(extra=extra), tmp_path / "free", log=lambda _: None)
+    fixed = train(tiny(extra=[*extra, "model.constrained_decoding=true"]), tmp_path / "fixed", log=lambda _: None)
+    texts = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。"] * 4
+    tagger = Tagger.load(tmp_path / "fixed")
+    assert bool(tagger.model.crf.trans_allowed.all()) and not bool(tagger.model.crf.decode_trans_allowed.all())
+    scheme = tagger.featurizer.scheme
+    assert all(first_violation(tags, scheme) is None for tags in tagger.tag([list(t) for t in texts]))
+    untrained = Tagger.load(tmp_path / "free").tag([list(t) for t in texts])  # random emissions: malformed paths
+    assert any(first_violation(tags, scheme) is not None for tags in untrained)
+    assert free["status"] == fixed["status"] == "completed"

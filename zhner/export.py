@@ -49,11 +49,7 @@ class EmissionsGraph(nn.Module):
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         batch = dict(zip(self.names, tensors))
         emissions = self.model.traceable_emissions(batch)
-        crf = self.model.crf
-        forbid = torch.tensor(-1e4, dtype=crf.start.dtype)
-        start = torch.where(crf.start_allowed, crf.start, forbid)
-        trans = torch.where(crf.trans_allowed, crf.transitions, forbid)
-        end = torch.where(crf.end_allowed, crf.end, forbid)
+        start, trans, end = self.model.crf.scores(decoding=True)
         return emissions, start, trans, end
 
 

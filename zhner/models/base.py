@@ -1,13 +1,13 @@
 """What every tagger provides: emissions -> CRF loss and Viterbi decoding over character positions."""
 from __future__ import annotations
 
-import torch
 from typing import Annotated, Literal
 
+import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from zhner.nn.crf import CRF
+from zhner.nn.crf import CRF, unconstrained
 from zhner.nn.embedding import CharBigramEmbedding
 
 FLOAT = 4  # bytes
@@ -34,7 +34,10 @@ class ModelConfig(BaseModel):
     char_dim: Positive = 128  # set from the pretrained vectors when they are used
     bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
     embed_dropout: Dropout = 0.5
-    crf_constraints: bool = True  # forbid transitions the tag scheme does not allow
+    crf_constraints: bool = True  # train the CRF with the transitions the tag scheme does not allow forbidden
+    # decode (Viterbi, n-best, confidences) with those transitions forbidden; null = as crf_constraints. A CRF trained
+    # without constraints may still decode with them: its output is then always well-formed
+    constrained_decoding: bool | None = None
     crf_init: Literal["zero", "normal"] = "normal"
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
     # directory or hub model; training copies its config into `bert_config`, so a saved model loads without it.
@@ -61,9 +64,15 @@ class SequenceTagger(nn.Module):
 
     config: ModelConfig
 
-    def __init__(self, num_tags: int, constraints=None, crf_init: str = "normal"):
+    def __init__(self, num_tags: int, constraints, config: ModelConfig):
+        """constraints: the tag scheme's allowed (start, transitions, end), used as the config's crf_constraints and
+        constrained_decoding say."""
         super().__init__()
-        self.crf = CRF(num_tags, constraints=constraints, init=crf_init)
+        decode = config.crf_constraints if config.constrained_decoding is None else config.constrained_decoding
+        decode_constraints = None  # None: decode as trained
+        if decode != config.crf_constraints:
+            decode_constraints = constraints if decode else unconstrained(num_tags)
+        self.crf = CRF(num_tags, constraints if config.crf_constraints else None, config.crf_init, decode_constraints)
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError

@@ -19,7 +19,7 @@ class BiLSTMCRFConfig(ModelConfig):
 
 class BiLSTMCRF(SequenceTagger):
     def __init__(self, config: BiLSTMCRFConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        super().__init__(num_tags, constraints, config)
         self.config = config
         self.embed = char_input(config, vocab_sizes)
         self.lstm = nn.LSTM(

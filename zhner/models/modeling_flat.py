@@ -79,7 +79,7 @@ class FLATConfig(ModelConfig):
 
 class FLAT(SequenceTagger):
     def __init__(self, config: FLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        super().__init__(num_tags, constraints, config)
         if config.word_embedding == "table" and "words" not in vocab_sizes:
             raise ZhnerError("FLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
         if config.word_embedding == "chars" and config.word_dim not in (None, config.char_dim):

@@ -54,7 +54,7 @@ class NFLATConfig(ModelConfig):
 
 class NFLAT(SequenceTagger):
     def __init__(self, config: NFLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        super().__init__(num_tags, constraints, config)
         if "words" not in vocab_sizes:
             raise ZhnerError("NFLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
         self.config = config

@@ -43,7 +43,7 @@ def tener_layers(config: ModelConfig, d_model: int, selector: Callable[[], nn.Mo
 
 class TENER(SequenceTagger):
     def __init__(self, config: TENERConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints if config.crf_constraints else None, config.crf_init)
+        super().__init__(num_tags, constraints, config)
         self.config = config
         d_model = config.heads * config.head_dim
         self.embed = char_input(config, vocab_sizes)

@@ -66,6 +66,15 @@ def allowed_transitions(tags: list[str], scheme: str) -> tuple[torch.Tensor, tor
     return start, trans, end
 
 
+def unconstrained(num_tags: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Allowed masks that allow every start, transition and end."""
+    return (
+        torch.ones(num_tags, dtype=torch.bool),
+        torch.ones(num_tags, num_tags, dtype=torch.bool),
+        torch.ones(num_tags, dtype=torch.bool),
+    )
+
+
 class _LogSumExpDim1(torch.autograd.Function):
     """logsumexp over dim 1 of [B, T, T] (the "from" axis) -> [B, T]; its gradient is the softmax over that axis."""
 
@@ -89,6 +98,9 @@ class CRF(nn.Module):
 
     `constraints` = (start_allowed [T], trans_allowed [T, T], end_allowed [T]) bool tensors (see `allowed_transitions`),
     kept as buffers (all True when None). `init` = 'zero' (as FLAT's release) or 'normal' (std 0.1).
+    `decode_constraints`: other constraints for decoding only (Viterbi, n-best, confidences), e.g. a CRF trained without
+    constraints that must still output well-formed tags; None = decode under `constraints`. They are rebuilt with the
+    model from its config, not saved with the weights.
     """
 
     def __init__(
@@ -96,6 +108,7 @@ class CRF(nn.Module):
         num_tags: int,
         constraints: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
         init: str = "zero",
+        decode_constraints: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ):
         super().__init__()
         if num_tags < 1:
@@ -110,20 +123,41 @@ class CRF(nn.Module):
         elif init != "zero":
             raise ValueError(f"unknown CRF init {init!r}; expected 'zero' or 'normal'")
 
+        start_ok, trans_ok, end_ok = self._check_constraints(constraints)
+        self.register_buffer("start_allowed", start_ok)  # [T]
+        self.register_buffer("trans_allowed", trans_ok)  # [T, T]
+        self.register_buffer("end_allowed", end_ok)  # [T]
+        decode = (None,) * 3 if decode_constraints is None else self._check_constraints(decode_constraints)
+        for name, value in zip(("start", "trans", "end"), decode):
+            self.register_buffer(f"decode_{name}_allowed", value, persistent=False)
+
+    def _check_constraints(self, constraints) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        T = self.num_tags
         if constraints is None:
-            start_ok = torch.ones(num_tags, dtype=torch.bool)
-            trans_ok = torch.ones(num_tags, num_tags, dtype=torch.bool)
-            end_ok = torch.ones(num_tags, dtype=torch.bool)
-        else:
-            start_ok, trans_ok, end_ok = (torch.as_tensor(c, dtype=torch.bool) for c in constraints)
-            if start_ok.shape != (num_tags,) or end_ok.shape != (num_tags,) or trans_ok.shape != (num_tags, num_tags):
-                raise ValueError(
-                    f"constraints must have shapes [{num_tags}], [{num_tags}, {num_tags}], [{num_tags}]; got "
-                    f"{list(start_ok.shape)}, {list(trans_ok.shape)}, {list(end_ok.shape)}"
-                )
-        self.register_buffer("start_allowed", start_ok.clone())  # [T]
-        self.register_buffer("trans_allowed", trans_ok.clone())  # [T, T]
-        self.register_buffer("end_allowed", end_ok.clone())  # [T]
+            return unconstrained(T)
+        start_ok, trans_ok, end_ok = (torch.as_tensor(c, dtype=torch.bool).clone() for c in constraints)
+        if start_ok.shape != (T,) or end_ok.shape != (T,) or trans_ok.shape != (T, T):
+            raise ValueError(
+                f"constraints must have shapes [{T}], [{T}, {T}], [{T}]; got "
+                f"{list(start_ok.shape)}, {list(trans_ok.shape)}, {list(end_ok.shape)}"
+            )
+        return start_ok, trans_ok, end_ok
+
+    def allowed(self, decoding: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(start [T], trans [T, T], end [T]) allowed masks for training (the likelihood) or for decoding."""
+        if decoding and self.decode_start_allowed is not None:
+            return self.decode_start_allowed, self.decode_trans_allowed, self.decode_end_allowed
+        return self.start_allowed, self.trans_allowed, self.end_allowed
+
+    def scores(self, decoding: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(start [T], trans [T, T], end [T]) with forbidden entries replaced by DISALLOWED."""
+        forbid = torch.tensor(DISALLOWED, dtype=self.start.dtype, device=self.start.device)
+        start_ok, trans_ok, end_ok = self.allowed(decoding)
+        return (
+            torch.where(start_ok, self.start, forbid),
+            torch.where(trans_ok, self.transitions, forbid),
+            torch.where(end_ok, self.end, forbid),
+        )
 
     def extra_repr(self) -> str:
         return f"num_tags={self.num_tags}"
@@ -131,10 +165,10 @@ class CRF(nn.Module):
     # ---- helpers -------------------------------------------------------------------------------------------------
 
     def _potentials(
-        self, emissions: torch.Tensor, mask: torch.Tensor
+        self, emissions: torch.Tensor, mask: torch.Tensor, decoding: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Check shapes; return (emissions, mask as bool, start [T], trans [T, T], end [T]) in one compute dtype,
-        with forbidden starts / transitions / ends replaced by DISALLOWED."""
+        with forbidden starts / transitions / ends (for training, or for `decoding`) replaced by DISALLOWED."""
         if emissions.dim() != 3 or emissions.size(2) != self.num_tags:
             raise ValueError(f"emissions must be [B, L, {self.num_tags}], got {list(emissions.shape)}")
         if mask.shape != emissions.shape[:2]:
@@ -148,9 +182,10 @@ class CRF(nn.Module):
         dtype = torch.promote_types(emissions.dtype, self.transitions.dtype)
         emissions = emissions.to(dtype)
         forbid = emissions.new_tensor(DISALLOWED)
-        start = torch.where(self.start_allowed, self.start.to(dtype), forbid)  # [T]
-        trans = torch.where(self.trans_allowed, self.transitions.to(dtype), forbid)  # [T, T]
-        end = torch.where(self.end_allowed, self.end.to(dtype), forbid)  # [T]
+        start_ok, trans_ok, end_ok = self.allowed(decoding)
+        start = torch.where(start_ok, self.start.to(dtype), forbid)  # [T]
+        trans = torch.where(trans_ok, self.transitions.to(dtype), forbid)  # [T, T]
+        end = torch.where(end_ok, self.end.to(dtype), forbid)  # [T]
         return emissions, mask, start, trans, end
 
     # ---- likelihood ----------------------------------------------------------------------------------------------
@@ -222,7 +257,7 @@ class CRF(nn.Module):
 
     def viterbi_tensor(self, emissions: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Best path per sequence by Viterbi: (paths [B, L] long, padded with 0; their scores [B])."""
-        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        emissions, mask, start, trans, end = self._potentials(emissions, mask, decoding=True)
         B, L, T = emissions.shape
         # delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], with backpointer psi_i[j] = the argmax k.
         # Past a sequence's end, delta is carried and psi is the identity, so the backtrace walks straight through padding.
@@ -258,7 +293,7 @@ class CRF(nn.Module):
         with y_i = t (emission i included), beta_i[t] = the same for every suffix after i given y_i = t (end score
         included), so that P(y_i = t) = exp(alpha_i[t] + beta_i[t] - log Z). Positions past a sequence's end carry
         alpha and hold beta = end; they are never asked about."""
-        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        emissions, mask, start, trans, end = self._potentials(emissions, mask, decoding=True)
         B, L, T = emissions.shape
         alphas = [start + emissions[:, 0]]  # each [B, T]
         for i in range(1, L):
@@ -281,7 +316,7 @@ class CRF(nn.Module):
         inside the sequence): alpha at i, the path's own emissions and transitions over the span, beta at its end,
         minus log Z -- one batched gather for all queries. [Q]"""
         alpha, beta, log_z = self.forward_backward(emissions, mask)
-        emissions, _, _, trans, _ = self._potentials(emissions, mask)
+        emissions, _, _, trans, _ = self._potentials(emissions, mask, decoding=True)
         if not queries:
             return emissions.new_zeros(0)
         device = emissions.device
@@ -307,7 +342,7 @@ class CRF(nn.Module):
         delta_i[t, r] is the r-th best score of a prefix ending in tag t; a step ranks the T*k extensions of each tag."""
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        emissions, mask, start, trans, end = self._potentials(emissions, mask)
+        emissions, mask, start, trans, end = self._potentials(emissions, mask, decoding=True)
         B, L, T = emissions.shape
         delta = emissions.new_full((B, T, k), float("-inf"))
         delta[:, :, 0] = start + emissions[:, 0]
