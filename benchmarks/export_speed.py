@@ -27,7 +27,7 @@ from zhner.data.batching import length_batches  # noqa: E402
 from zhner.export import OnnxTagger, export_onnx  # noqa: E402
 from zhner.fileio import atomic_write_text  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
-from zhner.train.config import load_config  # noqa: E402
+from zhner.config import load_config  # noqa: E402
 from zhner.train.trainer import prepare  # noqa: E402
 
 

@@ -251,7 +251,7 @@ def write_outputs(result: dict, out: Path) -> None:
 
 def _model_name(config_name: str) -> str:
     from zhner.cli import resolve_config
-    from zhner.train.config import load_config
+    from zhner.config import load_config
 
     return load_config(resolve_config(config_name)).model.name
 
@@ -273,7 +273,7 @@ def main() -> None:
         return
 
     from zhner.cli import resolve_config
-    from zhner.train.config import load_config
+    from zhner.config import load_config
 
     featurizer, batches = build_batches(args.lengths)
     rows, extra_rows = [], []

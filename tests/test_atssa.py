@@ -14,7 +14,7 @@ from zhner.nn.position import sinusoid
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.word_fusion import WordFusion, words_per_char
 from zhner.tagger import Tagger
-from zhner.train.config import load_config
+from zhner.config import load_config
 from zhner.train.trainer import make_optimizer, prepare, train, train_step
 
 TINY_ATSSA = [

@@ -1,7 +1,7 @@
 from conftest import TINY_TENER
 from zhner.bench import run_bench
 from zhner.cli import resolve_config
-from zhner.train.config import load_config
+from zhner.config import load_config
 
 
 def test_bench_reports_the_documented_keys(shared_data):

@@ -2,7 +2,7 @@ import pytest
 
 from zhner.cli import resolve_config
 from zhner.errors import ZhnerError
-from zhner.train.config import apply_overrides, load_config, parse_override
+from zhner.config import apply_overrides, load_config, parse_override
 
 
 def test_shipped_configs_load():
@@ -69,7 +69,7 @@ def _model_fields():
 def test_every_model_field_is_bounded():
     """Every dropout, width, depth and head count of every model is checked when the config loads, naming the field
     (heads=0 used to divide by zero, head_dim=0 trained a degenerate model, dropout=1.5 failed inside torch)."""
-    from zhner.train.config import config_from_dict
+    from zhner.config import config_from_dict
 
     cases = _model_fields()
     assert {name for name, _, _ in cases} == {"tener", "bilstm_crf", "flat", "atssa", "nflat"}

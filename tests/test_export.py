@@ -13,7 +13,7 @@ from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.nn.crf import CRF, allowed_transitions
 from zhner.tagger import Tagger
-from zhner.train.config import load_config
+from zhner.config import load_config
 from zhner.train.trainer import train
 
 pytest.importorskip("onnxruntime")

@@ -17,7 +17,7 @@ from zhner.nn.flat_attention import (
     span_distances,
 )
 from zhner.tagger import Tagger
-from zhner.train.config import Config, config_from_dict, load_config
+from zhner.config import Config, config_from_dict, load_config
 from zhner.train.trainer import make_optimizer, prepare
 
 TINY_FLAT = [

@@ -78,7 +78,7 @@ def test_stitch_prefers_the_span_farthest_from_an_edge():
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory, shared_data):
-    from zhner.train.config import load_config
+    from zhner.config import load_config
     from zhner.train.trainer import prepare
 
     out = tmp_path_factory.mktemp("tener")

@@ -14,7 +14,7 @@ from zhner.nn.flat_attention import SpanPositionEncoding
 from zhner.nn.interformer import InterFormer
 from zhner.nn.position import sinusoid
 from zhner.tagger import Tagger
-from zhner.train.config import load_config
+from zhner.config import load_config
 from zhner.train.trainer import make_optimizer, prepare
 
 TINY_NFLAT = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=40", "data.max_eval_sentences=8", "train.lr=0.01"]

@@ -22,7 +22,7 @@ from zhner.serve.app import Limits, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
-from zhner.train.config import load_config
+from zhner.config import load_config
 from zhner.train.trainer import train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked

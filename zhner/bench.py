@@ -7,7 +7,7 @@ import time
 import torch
 
 from zhner.data.batching import length_batches
-from zhner.train.config import Config
+from zhner.config import Config
 from zhner.train.trainer import make_optimizer, prepare, train_step
 
 

@@ -68,7 +68,7 @@ def train(
     device: str = typer.Option("auto", "--device", help="auto (a GPU when CUDA is available), cpu, or cuda"),
 ) -> None:
     """Train a model; resumes automatically if OUTPUT holds an interrupted run."""
-    from zhner.train.config import load_config
+    from zhner.config import load_config
     from zhner.train.runs import run_summary, train_seeds
     from zhner.train.trainer import train as run_training
 
@@ -101,7 +101,7 @@ def sweep(
     """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""
     import yaml
 
-    from zhner.train.config import apply_overrides
+    from zhner.config import apply_overrides
     from zhner.train.runs import sweep as run_sweep
 
     from zhner.fileio import check_output_dir, reading
@@ -366,7 +366,7 @@ def bench(
 ) -> None:
     """Training and inference throughput (sentences/s) on the config's dataset, one thread; peak memory."""
     from zhner.bench import run_bench
-    from zhner.train.config import load_config
+    from zhner.config import load_config
 
     result = run_bench(load_config(resolve_config(config), set_), train_seconds=seconds)
     typer.echo(json.dumps(result) if as_json else "\n".join(f"{k:28s} {v}" for k, v in result.items()))

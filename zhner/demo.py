@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from zhner.tagger import Tagger, default_model_dir
-from zhner.train.config import load_config
+from zhner.config import load_config
 from zhner.train.trainer import train
 
 DEMO_SENTENCES = [

@@ -29,7 +29,7 @@ from zhner.models import MODELS
 from zhner.models.base import SequenceTagger
 from zhner.models.inputs import Featurizer
 from zhner.nn.crf import DISALLOWED, allowed_transitions
-from zhner.train.config import Config, config_from_dict, dump_config
+from zhner.config import Config, config_from_dict, dump_config
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences

@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, atomic_write_text
-from zhner.tagger import Tagger
+
+if TYPE_CHECKING:  # a Tagger is passed in; evaluate/ sits below the model directory layer
+    from zhner.tagger import Tagger
 
 MAX_CHARS = 256  # one heatmap's queries x keys: longer text would not be readable
 

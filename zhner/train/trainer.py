@@ -36,7 +36,7 @@ from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
 from zhner.train import distributed
-from zhner.train.config import Config, TrainConfig, config_from_dict, dump_config
+from zhner.config import Config, TrainConfig, config_from_dict, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
