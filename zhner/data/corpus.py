@@ -190,17 +190,25 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
     return sentences
 
 
+def text_record(line: str, path: str | Path, lineno: int) -> dict:
+    """One JSONL line -> a record with a string field "text" (other fields kept), or ZhnerError naming path:lineno."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ZhnerError(f"invalid JSON: {exc.msg}", path, lineno) from None
+    except RecursionError:
+        raise ZhnerError("invalid JSON: nested too deeply", path, lineno) from None
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        raise ZhnerError('expected a JSON object with a string field "text"', path, lineno)
+    return record
+
+
 def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
     sentences = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ZhnerError(f"invalid JSON: {exc.msg}", path, lineno) from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ZhnerError('expected an object with a string field "text"', path, lineno)
+        record = text_record(line, path, lineno)
         text = record["text"]
         if not text:  # `zhner predict` writes a record for an empty input line: no sentence, as a blank CoNLL line
             continue

@@ -11,7 +11,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from zhner.data.corpus import conll_token
+from zhner.data.corpus import conll_token, text_record
 from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open
@@ -54,13 +54,7 @@ def _records(source: str, jsonl: bool) -> Iterator[dict]:
             continue
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ZhnerError(f"invalid JSON: {exc.msg}", name, lineno) from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ZhnerError('expected a JSON object with a string field "text"', name, lineno)
-        yield record
+        yield text_record(line, name, lineno)
 
 
 def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio", record: dict | None = None) -> str:
