@@ -3,6 +3,7 @@ checked against enumerating every tag path of short texts."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -41,7 +42,7 @@ def enumerate_paths(tagger: Tagger, text: str) -> dict[tuple[str, ...], float]:
     with torch.no_grad():
         e = tagger.model.emissions(batch)[0].double().tolist()
     start, trans, end = crf.start.tolist(), crf.transitions.tolist(), crf.end.tolist()
-    ok_s, ok_t, ok_e = crf.start_allowed.tolist(), crf.trans_allowed.tolist(), crf.end_allowed.tolist()
+    ok_s, ok_t, ok_e = (m.tolist() for m in crf.allowed(decoding=True))  # what decoding and confidences use
     scores = {}
     for path in itertools.product(range(len(f.tags)), repeat=len(text)):
         if ok_s[path[0]] and ok_e[path[-1]] and all(ok_t[a][b] for a, b in zip(path, path[1:])):
@@ -122,3 +123,22 @@ def test_bio_scores_exclude_a_following_inside_tag(tmp_path, shared_data):
             assert e["score"] == pytest.approx(closed, abs=1e-4)
             differs += abs(alone - closed) > 1e-3
     assert differs  # the test tells the two apart
+
+
+def test_predict_command_nbest(tagger):
+    """`zhner predict --nbest K`: the K most probable paths of each short text, best first, the first one being the
+    Viterbi path; a text longer than one piece gets null; conll output refuses the option."""
+    from test_cli import zhner
+
+    long = "张三在北京工作。" * 100  # 800 characters: more than one piece
+    res = zhner("predict", "--nbest", "3", "-", stdin="".join(t + "\n" for t in [*TEXTS, long]))
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in res.stdout.splitlines()]
+    assert records[-1]["nbest"] is None
+    for record, expected in zip(records, tagger.nbest(TEXTS, 3)):
+        assert record["nbest"] == expected and 1 <= len(expected) <= 3
+        probs = [p["probability"] for p in expected]
+        assert probs == sorted(probs, reverse=True) and all(0 < p <= 1 for p in probs)
+        assert expected[0]["entities"] == record["entities"]
+    bad = zhner("predict", "--nbest", "3", "--format", "conll", "--text", "张三")
+    assert bad.returncode == 2 and "--nbest needs --format jsonl" in bad.stderr

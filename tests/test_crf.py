@@ -361,3 +361,15 @@ def test_decode_constraints_apart_from_training(seed: int) -> None:
     for b, n in enumerate(mask.sum(1).tolist()):
         _, best, _ = brute_force(constrained, emissions[b, :n], n)
         assert crf.decode(emissions, mask)[b] == best
+
+
+def test_log_partition_for_decoding_sums_the_decodable_paths() -> None:
+    tags = ["O", "B-PER", "M-PER", "E-PER", "S-PER"]
+    allowed = allowed_transitions(tags, "bmes")
+    crf = CRF(len(tags), None, "normal", decode_constraints=allowed)
+    constrained = CRF(len(tags), allowed, "normal")
+    constrained.load_state_dict({k: v for k, v in crf.state_dict().items() if not k.endswith("_allowed")}, strict=False)
+    emissions, _, mask = random_batch(0, 3, 5, len(tags), scale=2.0)
+    emissions = emissions.float()
+    assert torch.allclose(crf.log_partition(emissions, mask, decoding=True), constrained.log_partition(emissions, mask))
+    assert not torch.allclose(crf.log_partition(emissions, mask), constrained.log_partition(emissions, mask))

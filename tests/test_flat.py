@@ -208,10 +208,12 @@ def test_emission_shapes_and_config():
 def test_compat_preset_fills_release_values():
     cfg = FLATConfig(preset="compat")
     assert (cfg.residual, cfg.scaled, cfg.project_k, cfg.out_proj) == (False, False, False, False)
-    assert cfg.crf_init == "zero" and cfg.crf_constraints is False
+    assert cfg.crf_init == "zero" and cfg.crf_constraints is False and cfg.constrained_decoding is False
     assert FLATConfig(preset="compat", scaled=True).scaled is True  # an explicit value wins over the preset
     default = FLATConfig()
-    assert (default.residual, default.scaled, default.project_k, default.out_proj, default.crf_constraints) == (True,) * 5
+    assert (default.residual, default.scaled, default.project_k, default.out_proj) == (True,) * 4
+    # the release's CRF training, decoded well-formed
+    assert (default.crf_init, default.crf_constraints, default.constrained_decoding) == ("zero", False, True)
     # through the run config, and back from its dump
     config = config_from_dict({"model": {"name": "flat", "preset": "compat"}, "embeddings": {"lexicon": "jieba"}})
     again = Config.model_validate(config.model_dump(mode="json"))

@@ -210,6 +210,10 @@ def predict(
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
     confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (jsonl)"),
+    nbest: int = typer.Option(
+        0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
+        '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
+    ),
 ) -> None:
     """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
     from zhner.serve.predict import predict_stream
@@ -217,6 +221,8 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if nbest and fmt != "jsonl":
+        raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
     if input_format not in ("auto", "text", "jsonl"):
         raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
     if text is not None and input_file != "-":
@@ -229,7 +235,8 @@ def predict(
     tagger.model.to(torch_device)
     texts = None if text is None else [text]
     predict_stream(
-        tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts
+        tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
+        nbest=nbest,
     )
 
 

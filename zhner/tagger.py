@@ -269,7 +269,7 @@ class Tagger:
         batch = {key: v.to(device) for key, v in batch.items()}
         emissions, mask, crf = self.model.emissions(batch), batch["mask"], self.model.crf
         paths, scores = crf.nbest(emissions, mask, k)
-        log_z = crf.log_partition(emissions, mask)
+        log_z = crf.log_partition(emissions, mask, decoding=True)  # the distribution the paths are decoded from
         allowed = scores > DISALLOWED / 2  # a forbidden step costs DISALLOWED: such a path is not in the scheme
         probs = (scores - log_z.unsqueeze(1)).exp()
         return [

@@ -210,9 +210,9 @@ class CRF(nn.Module):
             return nll.sum()
         return nll
 
-    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """log Z per sequence [B], by the forward algorithm."""
-        return self._log_partition(*self._potentials(emissions, mask))
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor, decoding: bool = False) -> torch.Tensor:
+        """log Z per sequence [B], by the forward algorithm (over the paths allowed in training, or in `decoding`)."""
+        return self._log_partition(*self._potentials(emissions, mask, decoding))
 
     def score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Score s(tags) of the given (gold) paths [B]."""

@@ -77,11 +77,14 @@ def predict_stream(
     confidence: bool = False,
     jsonl_input: bool = False,
     texts: list[str] | None = None,
+    nbest: int = 0,
 ) -> int:
     """Tag every line of `source` and write records to `output` (atomically) or stdout. Returns the number of lines.
     memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default.
     confidence: each entity gets "score", its probability under the CRF (jsonl; conll has no place for it).
-    jsonl_input: `source` holds {"text", ...} records (see `_records`); texts: tag these instead of reading `source`."""
+    jsonl_input: `source` holds {"text", ...} records (see `_records`); texts: tag these instead of reading `source`.
+    nbest: > 0 adds "nbest", the k most probable tag paths as [{"probability", "entities"}] (jsonl), to each record of a
+    text of one piece (Tagger.nbest); a longer text gets "nbest": null."""
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
     if confidence:
         options["confidence"] = True
@@ -95,7 +98,7 @@ def predict_stream(
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
         records = ({"text": t} for t in texts) if texts is not None else _records(source, jsonl_input)
         for chunk in chunks(records, CHUNK_LINES, CHUNK_CHARS):
-            count += _flush(tagger, chunk, out, fmt, scheme, options, bar)
+            count += _flush(tagger, chunk, out, fmt, scheme, options, bar, nbest)
     return count
 
 
@@ -119,8 +122,12 @@ def _stdout() -> IO[str]:
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=False, write_through=True)
 
 
-def _flush(tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, options: dict, bar) -> int:
+def _flush(tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, options: dict, bar, nbest: int = 0) -> int:
     texts = [r["text"] for r in records]
+    if nbest:
+        short = [i for i, t in enumerate(texts) if len(t) <= tagger.piece_chars()]
+        ranked = dict(zip(short, tagger.nbest([texts[i] for i in short], nbest, options["batch_size"])))
+        records = [{**r, "nbest": ranked.get(i)} for i, r in enumerate(records)]
     for record, text, entities in zip(records, texts, tagger.predict(texts, **options)):
         out.write(format_record(text, entities, fmt, scheme, record))
     bar.update(sum(len(t.encode("utf-8")) + 1 for t in texts))
