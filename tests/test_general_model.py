@@ -95,12 +95,13 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     assert default_model_dir() is None
     src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
     src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
+    options = {"confidence": False, "nbest": 0, "input_format": "auto", "text": None, "device": "cpu"}  # typer's defaults
     with pytest.raises(ZhnerError, match="ships no default model"):
-        predict(str(src), None, dest, "jsonl", 32, None, input_format="auto", text=None, device="cpu")
+        predict(str(src), None, dest, "jsonl", 32, None, **options)
 
     monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", general_run)
     assert default_model_dir() == general_run
-    predict(str(src), None, dest, "jsonl", 32, None, input_format="auto", text=None, device="cpu")
+    predict(str(src), None, dest, "jsonl", 32, None, **options)
     records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
     expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"])
     assert [r["entities"] for r in records] == expected
