@@ -194,6 +194,25 @@ def test_confidence_field(server, sentences):
     assert bad.status_code == 422 and bad.json()["field"] == "confidence"
 
 
+def test_nbest_field(server, sentences):
+    client, tagger = server
+    res = client.post("/v1/ner", json={"texts": sentences[:4], "nbest": 3})
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["nbest"] for r in results] == tagger.nbest(sentences[:4], 3)
+    assert all(r["nbest"][0]["entities"] == r["entities"] for r in results)  # the best path is the one predicted
+    assert "nbest" not in client.post("/v1/ner", json={"text": "张三"}).json()  # only when asked
+    for body in [{"text": "张三", "nbest": "3"}, {"text": "张三", "nbest": 21}]:
+        bad = client.post("/v1/ner", json=body)
+        assert bad.status_code == 422 and bad.json()["field"] == "nbest", bad.text
+    # a text of more than one piece (this server's text limit is below that, so ask the handler's helper directly)
+    from zhner.serve.app import RequestError, _nbest
+
+    with pytest.raises(RequestError) as err:
+        asyncio.run(_nbest(tagger, ["张三", "李" * (tagger.piece_chars() + 1)], 2))
+    assert (err.value.status, err.value.field) == (422, "texts[1]")
+
+
 def test_long_text_beside_short_requests(model_dir, sentences):
     """A 6,000-character text is tagged as its sentences, stitched back as `predict` does, while short requests sent
     beside it are answered before it is done."""

@@ -60,6 +60,8 @@ class NERRequest(BaseModel):
     text: StrictStr | None = Field(None, description="one text; the response is one record")
     texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
     confidence: StrictBool = Field(False, description="add each entity's probability under the model's CRF as `score`")
+    nbest: int = Field(0, ge=0, le=20, strict=True, description="add the k most probable tag paths of each text as `nbest` "
+                       "(texts of one piece only: at most 512 characters)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "NERRequest":
@@ -76,9 +78,15 @@ class Entity(BaseModel):
     score: float | None = Field(None, description="with `confidence`: the probability that exactly these characters carry this entity's tags")
 
 
+class RankedPath(BaseModel):
+    probability: float = Field(description="the path's probability under the model's CRF")
+    entities: list[Entity]
+
+
 class Record(BaseModel):
     text: str
     entities: list[Entity]
+    nbest: list[RankedPath] | None = Field(None, description="with `nbest`: the most probable tag paths, best first")
 
 
 class Records(BaseModel):
@@ -196,6 +204,16 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
     return request
 
 
+async def _nbest(tagger, texts: list[str], k: int) -> list[list[dict]]:
+    """Tagger.nbest in a worker thread (beside the batcher's: inference only reads the weights), after checking that
+    every text is one piece; a longer one is a 422 naming it."""
+    for i, text in enumerate(texts):
+        if len(text) > tagger.piece_chars():
+            field = "text" if len(texts) == 1 else f"texts[{i}]"
+            raise RequestError(422, f"nbest takes texts of at most {tagger.piece_chars()} characters, not {len(text)}", field)
+    return await asyncio.to_thread(tagger.nbest, texts, k)
+
+
 def _field_name(loc: tuple) -> str:
     """('texts', 3) -> 'texts[3]'; () -> 'body' (the payload as a whole is wrong)."""
     name = ""
@@ -255,6 +273,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
+            ranked = await _nbest(tagger, texts, parsed.nbest) if parsed.nbest else None
             entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
         except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
             return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
@@ -264,6 +283,8 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         except Overloaded as exc:
             return _error(503, f"server busy: {exc}", None, {"Retry-After": "1"})
         records = [{"text": t, "entities": e} for t, e in zip(texts, entities)]
+        if ranked is not None:
+            records = [{**r, "nbest": paths} for r, paths in zip(records, ranked)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
     @app.get("/health", response_model=Health)
