@@ -8,7 +8,7 @@ import torch
 
 from conftest import REPO
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
-from zhner.nn.attention import RelativeSelfAttention
+from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.flat_attention import FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 from zhner.nn.position import sinusoid
 from zhner.nn.selective_attention import SelectiveAttention

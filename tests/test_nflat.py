@@ -8,8 +8,8 @@ import torch
 from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
 from zhner.errors import ZhnerError
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
-from zhner.nn import attention as tener_attention
-from zhner.nn.attention import RelativeSelfAttention
+from zhner.nn import tener_attention
+from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.flat_attention import SpanPositionEncoding
 from zhner.nn.interformer import InterFormer
 from zhner.nn.position import sinusoid

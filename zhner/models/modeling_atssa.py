@@ -21,7 +21,7 @@ from torch import nn
 
 from zhner.errors import ZhnerError
 from zhner.models.base import Dropout, ModelConfig, Positive, SequenceTagger, char_input
-from zhner.models.modeling_tener import tener_layers
+from zhner.nn.encoder import tener_encoder
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.word_fusion import WordFusion
 
@@ -57,7 +57,9 @@ class ATSSA(SequenceTagger):
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.fusion = WordFusion(self.embed.out_dim, word_dim, d_model, config.heads)
         self.in_proj = nn.Linear(self.embed.out_dim + d_model, d_model)  # [x_i ; x^w_i] -> d_model
-        self.layers = tener_layers(config, d_model, lambda: self._selector(d_model))
+        self.layers = tener_encoder(
+            d_model, config.heads, config.layers, config.ff_ratio, config.dropout, config.scaled, lambda: self._selector(d_model)
+        )
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(d_model, num_tags)
 

@@ -31,7 +31,7 @@ from zhner.models.base import (
     attention_bytes,
     char_input,
 )
-from zhner.nn.attention import RelativeSelfAttention
+from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.encoder import TransformerLayer
 from zhner.nn.interformer import InterFormer
 

@@ -5,15 +5,13 @@ FFN 2H, digits normalised to '0'; per-dataset sizes live in configs/tener_<datas
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 import torch
 from torch import nn
 
 from zhner.models.base import Dropout, ModelConfig, Positive, Ratio, SequenceTagger, attention_bytes, char_input
-from zhner.nn.attention import RelativeSelfAttention
-from zhner.nn.encoder import TransformerLayer
+from zhner.nn.encoder import tener_encoder
 
 
 class TENERConfig(ModelConfig):
@@ -27,20 +25,6 @@ class TENERConfig(ModelConfig):
     scaled: bool = False
 
 
-def tener_layers(config: ModelConfig, d_model: int, selector: Callable[[], nn.Module | None] = lambda: None) -> nn.ModuleList:
-    """TENER's encoder: config.layers post-norm layers of relative self-attention, from the config's heads, dropout,
-    scaled and ff_ratio (TENER's and ATSSA's configs have them; ATSSA passes its selector factory)."""
-    return nn.ModuleList(
-        TransformerLayer(
-            RelativeSelfAttention(d_model, config.heads, config.dropout, config.scaled, selector()),
-            d_model,
-            int(config.ff_ratio * d_model),
-            config.dropout,
-        )
-        for _ in range(config.layers)
-    )
-
-
 class TENER(SequenceTagger):
     def __init__(self, config: TENERConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
         super().__init__(num_tags, constraints, config)
@@ -48,7 +32,7 @@ class TENER(SequenceTagger):
         d_model = config.heads * config.head_dim
         self.embed = char_input(config, vocab_sizes)
         self.in_proj = nn.Linear(self.embed.out_dim, d_model)
-        self.layers = tener_layers(config, d_model)
+        self.layers = tener_encoder(d_model, config.heads, config.layers, config.ff_ratio, config.dropout, config.scaled)
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(d_model, num_tags)
 

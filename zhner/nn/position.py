@@ -7,7 +7,9 @@ import torch
 
 
 def sinusoid(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """Encode (possibly negative) integer positions: [*] -> [*, dim], as [sin(p w_k); cos(p w_k)], w_k = 10000^(-2k/dim).
+    """Encode (possibly negative) integer positions: [*] -> [*, dim], as [sin(p w_k); cos(p w_k)] for k = 0 .. dim/2 - 1
+    with w_k = 10000^(-k / (dim/2 - 1)) (fastNLP's form, as TENER's and FLAT's releases; Vaswani's has -2k/dim); an odd dim
+    gets a zero last column.
 
     FLAT Eq. 9-10 and TENER's relative embedding use this form; sin is odd in p, so the encoding knows direction.
     """
