@@ -22,12 +22,11 @@ from zhner.tagger import Tagger
 
 
 def constrain_decoding(tagger: Tagger) -> None:
-    start, trans, end = allowed_transitions(tagger.featurizer.tags, tagger.featurizer.scheme)
+    """Put the scheme's constraints into the CRF's decoding masks (training's stay as they were)."""
     crf = tagger.model.crf
-    with torch.no_grad():
-        crf.start_allowed.copy_(start)
-        crf.trans_allowed.copy_(trans)
-        crf.end_allowed.copy_(end)
+    crf.decode_start_allowed, crf.decode_trans_allowed, crf.decode_end_allowed = allowed_transitions(
+        tagger.featurizer.tags, tagger.featurizer.scheme
+    )
 
 
 def rescore(run_dir: Path, split: str) -> dict:

@@ -142,3 +142,15 @@ def test_predict_command_nbest(tagger):
         assert expected[0]["entities"] == record["entities"]
     bad = zhner("predict", "--nbest", "3", "--format", "conll", "--text", "张三")
     assert bad.returncode == 2 and "--nbest needs --format jsonl" in bad.stderr
+
+
+def test_nbest_does_not_depend_on_the_level_of_the_emissions(tagger, monkeypatch):
+    """The same constant added to every tag's emission at a position leaves the CRF's distribution unchanged: n-best
+    must too (it once filtered paths by their absolute score, and lost them all on a text scored below -5,000)."""
+    text = "张三在北京工作，李四在上海。" * 30  # 420 characters: one piece, path scores in the thousands
+    before = tagger.nbest([text], 2)
+    emissions = tagger.model.emissions
+    monkeypatch.setattr(tagger.model, "emissions", lambda batch: emissions(batch) - 20.0)
+    after = tagger.nbest([text], 2)
+    assert len(after[0]) == 2 and [p["entities"] for p in after[0]] == [p["entities"] for p in before[0]]
+    assert [p["probability"] for p in after[0]] == pytest.approx([p["probability"] for p in before[0]], rel=2e-2)  # float32 sums

@@ -178,3 +178,6 @@ def test_whitespace_placeholder_round_trip(tmp_path):
     assert back.sentences[0].chars == chars and back.sentences[0].tags == tags
     (tmp_path / "b.jsonl").write_text('{"text": ""}\n{"text": "张三", "entities": []}\n', encoding="utf-8")
     assert [s.text for s in read_corpus(tmp_path / "b.jsonl")] == ["张三"]
+    (tmp_path / "c.bmes").write_text("张 O\n<U+D800> O\n", encoding="utf-8")  # a surrogate is no character
+    with pytest.raises(ZhnerError, match=r"c.bmes:2: token '<U\+D800>' is not a single character"):
+        read_corpus(tmp_path / "c.bmes")

@@ -247,3 +247,19 @@ def test_compat_model_runs(tiny_run):
     loss.backward()
     assert math.isfinite(loss.item())
     assert len(model.decode(batch)) == 6
+
+
+def test_a_directory_saved_before_constrained_decoding_decodes_as_it_trained(tiny_run, tmp_path):
+    """A FLAT directory written before `model.constrained_decoding` existed, trained without CRF constraints (an ablation),
+    kept its unconstrained decoding: the field's absence means "as trained", not FLAT's new default (true)."""
+    import yaml
+
+    tiny_run.tagger.save(tmp_path)
+    raw = yaml.safe_load((tmp_path / "config.yaml").read_text(encoding="utf-8"))
+    assert raw["model"]["constrained_decoding"] is True and raw["model"]["crf_constraints"] is False  # today's default
+    assert Tagger.load(tmp_path).model.crf.decode_trans_allowed is not None
+    del raw["model"]["constrained_decoding"]  # as an older zhner wrote it
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    old = Tagger.load(tmp_path)
+    assert old.config.model.constrained_decoding is None and old.model.crf.decode_trans_allowed is None
+    assert bool(old.model.crf.allowed(decoding=True)[1].all())  # unconstrained, as it was

@@ -209,7 +209,7 @@ def test_nbest_field(server, sentences):
     from zhner.serve.app import RequestError, _nbest
 
     with pytest.raises(RequestError) as err:
-        asyncio.run(_nbest(tagger, ["张三", "李" * (tagger.piece_chars() + 1)], 2))
+        asyncio.run(_nbest(None, tagger, ["张三", "李" * (tagger.piece_chars() + 1)], 2))
     assert (err.value.status, err.value.field) == (422, "texts[1]")
 
 
@@ -360,7 +360,7 @@ def test_health_labels_and_openapi(server):
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NERRequest"}
     assert {"400", "408", "413", "415", "422", "503"} <= set(post["responses"])
     schemas = spec["components"]["schemas"]
-    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts", "confidence"}
+    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts", "confidence", "nbest"}
     assert set(schemas["Entity"]["required"]) == {"type", "start", "end", "text"}
     assert set(schemas["ErrorBody"]["properties"]) == {"error", "field"}
     assert "/health" in spec["paths"] and "/v1/labels" in spec["paths"]
@@ -435,6 +435,21 @@ def test_micro_batcher_slices_results_and_survives_errors():
             await batcher.submit(["x"] * 11)
 
     run_batcher(fake, body, max_texts=8, max_wait_ms=50, max_pending_texts=10)
+
+
+def test_run_alone_uses_the_model_thread_the_backlog_and_the_timeout():
+    """n-best work (MicroBatcher.run_alone) runs on the batcher's one model thread, counts against max_pending_texts and
+    gets Overloaded after timeout_s, like tagging."""
+    fake = FakePieces()
+
+    async def body(batcher):
+        assert await batcher.run_alone(lambda: threading.current_thread().name, 2) == "zhner-model_0"
+        with pytest.raises(Overloaded, match="already waiting"):
+            await batcher.run_alone(lambda: None, 11)
+        with pytest.raises(Overloaded, match="not done within"):
+            await batcher.run_alone(lambda: time.sleep(0.5), 1)
+
+    run_batcher(fake, body, max_pending_texts=10, timeout_s=0.1)
 
 
 def test_long_texts_share_model_calls_fairly():

@@ -131,7 +131,10 @@ class Tagger:
         directory = Path(directory)
         if not directory.is_dir():
             raise ZhnerError("no such model directory", directory)
-        config = config_from_dict(_read_yaml(directory / CONFIG), str(directory / CONFIG))
+        raw = _read_yaml(directory / CONFIG)
+        if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
+            raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
+        config = config_from_dict(raw, str(directory / CONFIG))
         vocab = _read_json(directory / VOCAB)
         lexicon = None
         if vocab.get("lexicon", vocab.get("words") is not None):  # older directories: a lattice model has words
@@ -270,8 +273,9 @@ class Tagger:
         emissions, mask, crf = self.model.emissions(batch), batch["mask"], self.model.crf
         paths, scores = crf.nbest(emissions, mask, k)
         log_z = crf.log_partition(emissions, mask, decoding=True)  # the distribution the paths are decoded from
-        allowed = scores > DISALLOWED / 2  # a forbidden step costs DISALLOWED: such a path is not in the scheme
-        probs = (scores - log_z.unsqueeze(1)).exp()
+        log_probs = scores - log_z.unsqueeze(1)  # [B, k]; scores alone have no fixed level (emissions may all be < 0)
+        allowed = log_probs > DISALLOWED / 2  # a forbidden step costs DISALLOWED: such a path is not in the scheme
+        probs = log_probs.exp()
         return [
             [([self.featurizer.tags[t] for t in paths[b, r, :n].tolist()], probs[b, r].item()) for r in range(k) if allowed[b, r]]
             for b, n in enumerate(lengths)

@@ -170,8 +170,9 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
             raise ZhnerError(f"malformed line {line[:40]!r}: expected {what}", path, lineno)
         token = fields[0]
         placeholder = _PLACEHOLDER.fullmatch(token) if len(token) > 1 else None
-        if placeholder is not None and int(placeholder.group(1), 16) <= 0x10FFFF:
-            token = chr(int(placeholder.group(1), 16))
+        code = int(placeholder.group(1), 16) if placeholder is not None else -1
+        if 0 <= code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF:  # a surrogate is no character
+            token = chr(code)
         elif weibo:
             if not _looks_weibo(token):
                 raise ZhnerError(f"malformed Weibo token {token!r}: expected a character and its 1-2 digit position", path, lineno)

@@ -66,7 +66,7 @@ class SequenceTagger(nn.Module):
 
     def __init__(self, num_tags: int, constraints, config: ModelConfig):
         """constraints: the tag scheme's allowed (start, transitions, end), used as the config's crf_constraints and
-        constrained_decoding say."""
+        constrained_decoding say; None (no scheme given, as in unit tests of a model's shapes) leaves the CRF unconstrained."""
         super().__init__()
         decode = config.crf_constraints if config.constrained_decoding is None else config.constrained_decoding
         decode_constraints = None  # None: decode as trained

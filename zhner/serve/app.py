@@ -11,6 +11,7 @@ with a fitting status (400, 408, 413, 415, 422, 503), and no request can crash t
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -204,14 +205,21 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
     return request
 
 
-async def _nbest(tagger, texts: list[str], k: int) -> list[list[dict]]:
-    """Tagger.nbest in a worker thread (beside the batcher's: inference only reads the weights), after checking that
-    every text is one piece; a longer one is a 422 naming it."""
+NBEST_CHUNK = 16  # texts per n-best model call: short calls, so that micro-batches run between them
+
+
+async def _nbest(batcher: MicroBatcher, tagger, texts: list[str], k: int) -> list[list[dict]]:
+    """Tagger.nbest on the batcher's model thread, a few texts per call between its micro-batches (one model call at a
+    time, the backlog limit and the request timeout hold as for tagging); a text of more than one piece is a 422."""
     for i, text in enumerate(texts):
         if len(text) > tagger.piece_chars():
             field = "text" if len(texts) == 1 else f"texts[{i}]"
             raise RequestError(422, f"nbest takes texts of at most {tagger.piece_chars()} characters, not {len(text)}", field)
-    return await asyncio.to_thread(tagger.nbest, texts, k)
+    ranked: list[list[dict]] = []
+    for start in range(0, len(texts), NBEST_CHUNK):
+        chunk = texts[start : start + NBEST_CHUNK]
+        ranked += await batcher.run_alone(functools.partial(tagger.nbest, chunk, k), len(chunk))
+    return ranked
 
 
 def _field_name(loc: tuple) -> str:
@@ -273,8 +281,8 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
-            ranked = await _nbest(tagger, texts, parsed.nbest) if parsed.nbest else None
             entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
+            ranked = await unless_disconnected(request, _nbest(batcher, tagger, texts, parsed.nbest)) if parsed.nbest else None
         except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
             return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
         except Disconnected as exc:  # one line in the log, not the ASGI stack

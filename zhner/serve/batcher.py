@@ -18,8 +18,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 Piece = tuple[int, str]  # (offset in its text, characters)
 COST_KNEE = 32  # characters at which a piece's attention costs about what the rest of the model does per character
@@ -122,6 +125,21 @@ class MicroBatcher:
             self.pending_texts -= len(texts)
             if job.todo:  # failed, timed out or abandoned: its pieces leave the queue
                 job.todo.clear()
+
+    async def run_alone(self, fn: Callable[[], T], n_texts: int) -> T:
+        """fn() on the model thread, between two micro-batches (so still one model call at a time), counted in the backlog
+        of `max_pending_texts` and failed with Overloaded after `timeout_s` (work in flight then finishes unobserved)."""
+        if self._executor is None:
+            raise RuntimeError("MicroBatcher.run_alone before start()")
+        if self.pending_texts + n_texts > self.max_pending_texts:
+            raise Overloaded(f"{self.pending_texts} texts already waiting (limit {self.max_pending_texts})")
+        self.pending_texts += n_texts
+        try:
+            return await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(self._executor, fn), self.timeout_s)
+        except asyncio.TimeoutError:
+            raise Overloaded(f"not done within {self.timeout_s:g} s: the server is busy") from None
+        finally:
+            self.pending_texts -= n_texts
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
