@@ -23,11 +23,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing zhner
 from zhner.bench import _timed_loop  # noqa: E402
 from zhner.cli import resolve_config  # noqa: E402
+from zhner.config import load_config  # noqa: E402
 from zhner.data.batching import length_batches  # noqa: E402
 from zhner.export import OnnxTagger, export_onnx  # noqa: E402
 from zhner.fileio import atomic_write_text  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
-from zhner.config import load_config  # noqa: E402
 from zhner.train.trainer import prepare  # noqa: E402
 
 

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from conftest import REPO
+from zhner.config import load_config
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
-from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.flat_attention import FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
 from zhner.nn.position import sinusoid
 from zhner.nn.selective_attention import SelectiveAttention
+from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.word_fusion import WordFusion, words_per_char
 from zhner.tagger import Tagger
-from zhner.config import load_config
 from zhner.train.trainer import make_optimizer, prepare, train, train_step
 
 TINY_ATSSA = [

@@ -1,8 +1,8 @@
 import pytest
 
 from zhner.cli import resolve_config
-from zhner.errors import ZhnerError
 from zhner.config import apply_overrides, load_config, parse_override
+from zhner.errors import ZhnerError
 
 
 def test_shipped_configs_load():

@@ -8,12 +8,12 @@ import torch
 
 from conftest import REPO
 from zhner.cli import resolve_config
+from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.nn.crf import CRF, allowed_transitions
 from zhner.tagger import Tagger
-from zhner.config import load_config
 from zhner.train.trainer import train
 
 pytest.importorskip("onnxruntime")

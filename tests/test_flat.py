@@ -16,8 +16,8 @@ from zhner.nn.flat_attention import (
     span_attention_mask,
     span_distances,
 )
-from zhner.tagger import Tagger
 from zhner.config import Config, config_from_dict, load_config
+from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare
 
 TINY_FLAT = [

@@ -7,11 +7,11 @@ import torch
 
 from conftest import REPO
 from zhner import tagger as tagger_module
+from zhner.config import config_from_dict, load_config
 from zhner.data.corpus import Corpus, Sentence, map_types
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.tagger import Tagger, default_model_dir
-from zhner.config import config_from_dict, load_config
 from zhner.train.trainer import prepare, train
 
 GENERAL = REPO / "zhner" / "configs" / "flat_general.yaml"

@@ -6,15 +6,15 @@ import pytest
 import torch
 
 from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
+from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.nn import tener_attention
-from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.flat_attention import SpanPositionEncoding
 from zhner.nn.interformer import InterFormer
 from zhner.nn.position import sinusoid
+from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.tagger import Tagger
-from zhner.config import load_config
 from zhner.train.trainer import make_optimizer, prepare
 
 TINY_NFLAT = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=40", "data.max_eval_sentences=8", "train.lr=0.01"]

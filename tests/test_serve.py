@@ -17,12 +17,12 @@ import uvicorn
 
 from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
+from zhner.config import load_config
 from zhner.data.registry import load_dataset
 from zhner.serve.app import Limits, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
-from zhner.config import load_config
 from zhner.train.trainer import train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked

@@ -12,9 +12,9 @@ from safetensors.torch import load_file
 
 from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
+from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
-from zhner.config import load_config
 from zhner.train.trainer import _save_checkpoint, lr_lambda, prepare, train
 
 

@@ -6,8 +6,8 @@ import time
 
 import torch
 
-from zhner.data.batching import length_batches
 from zhner.config import Config
+from zhner.data.batching import length_batches
 from zhner.train.trainer import make_optimizer, prepare, train_step
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from zhner.tagger import Tagger, default_model_dir
 from zhner.config import load_config
+from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train
 
 DEMO_SENTENCES = [

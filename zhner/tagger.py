@@ -17,6 +17,7 @@ import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus, Sentence
 from zhner.data.longtext import split_long_text, stitch
@@ -29,7 +30,6 @@ from zhner.models import MODELS
 from zhner.models.base import SequenceTagger
 from zhner.models.inputs import Featurizer
 from zhner.nn.crf import DISALLOWED, allowed_transitions
-from zhner.config import Config, config_from_dict, dump_config
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import yaml
 
+from zhner.config import Config, apply_overrides, config_from_dict, parse_override
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import atomic_write_text
 from zhner.tagger import METRICS, WEIGHTS
-from zhner.config import Config, apply_overrides, config_from_dict, parse_override
 from zhner.train.trainer import CHECKPOINT, train
 
 _DERIVED = ("char_dim", "bigram_dim")  # set by the trainer from the vectors: a saved config differs there by design

@@ -24,6 +24,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from zhner.config import Config, TrainConfig, config_from_dict, dump_config
 from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
 from zhner.data.registry import load_dataset
@@ -36,7 +37,6 @@ from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
 from zhner.train import distributed
-from zhner.config import Config, TrainConfig, config_from_dict, dump_config
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -109,8 +109,9 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         model.embed.bert.model.load_state_dict(bert.weights)
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
             f"{len(bert.vocab)} tokens")
+    names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
-        f"data {' + '.join([config.data.dataset, *(p.dataset for p in config.data.union)])}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
+        f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
         f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
         + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if featurizer.words is not None else "")
