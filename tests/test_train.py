@@ -383,7 +383,7 @@ def test_constrained_decoding_after_unconstrained_training(tmp_path, shared_data
     from zhner.data.schemes import first_violation
 
     extra = ["train.epochs=1", "train.lr=1e-9", "model.crf_constraints=false", "model.crf_init=zero"]
-    free = train(tiny(extra=extra), tmp_path / "free", log=lambda _: None)
+    free = train(tiny(extra=[*extra, "model.constrained_decoding=false"]), tmp_path / "free", log=lambda _: None)
     fixed = train(tiny(extra=[*extra, "model.constrained_decoding=true"]), tmp_path / "fixed", log=lambda _: None)
     texts = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。"] * 4
     tagger = Tagger.load(tmp_path / "fixed")
