@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     runs = {name: prepare(load_config(resolve_config(cfg), sets), log=lambda _: None) for name, (cfg, sets) in MODELS.items()}
-    test = [s.chars for s in next(iter(runs.values())).splits["test"].sentences]
+    test = [s.tokens for s in next(iter(runs.values())).splits["test"].sentences]
     times: dict[str, list[float]] = {f"{name}_b{bs}": [] for name in runs for bs in args.batch}
     for name, run in runs.items():  # warm-up pass
         run.tagger.tag(test[:64], batch_size=16)

@@ -33,7 +33,7 @@ from zhner.train.trainer import prepare  # noqa: E402
 
 def measure(name: str, seconds: float) -> dict:
     run = prepare(load_config(resolve_config(name)), log=lambda _: None)
-    test = [s.chars for s in run.splits["test"]]
+    test = [s.tokens for s in run.splits["test"]]
     with tempfile.TemporaryDirectory() as tmp:
         run.tagger.save(tmp)
         t0 = time.perf_counter()

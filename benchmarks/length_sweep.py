@@ -151,7 +151,7 @@ def sweep_text(max_len: int):
     chars: list[str] = []
     tags: list[str] = []
     for sent in corpus.sentences:
-        chars.extend(sent.chars)
+        chars.extend(sent.tokens)
         tags.extend(sent.tags)
         if len(chars) >= max_len:
             break
@@ -160,12 +160,12 @@ def sweep_text(max_len: int):
 
 def build_batches(lengths: list[int]):
     """The featurizer over the longest text (jieba lexicon) and one batch of size 1 per length."""
-    from zhner.data.corpus import Corpus, Sentence
+    from zhner.data.corpus import Corpus, Example
     from zhner.lexicon.lexicon import Lexicon
     from zhner.models.inputs import Featurizer
 
     chars, tags, scheme = sweep_text(max(lengths))
-    corpus = Corpus([Sentence(chars, tags)], scheme, MSRA_TEST)
+    corpus = Corpus([Example(chars, tags)], scheme, MSRA_TEST)
     featurizer = Featurizer.build({"train": corpus}, use_bigrams=True, normalize_digits=True, lexicon=Lexicon.from_jieba())
     batches = {n: featurizer.collate([featurizer.encode(chars[:n], tags[:n])]) for n in lengths}
     return featurizer, batches

@@ -41,18 +41,18 @@ TINY_TENER = [
 # -- shared checks of the lattice models (FLAT, NFLAT) ---------------------------------------------------------------------
 def lattice_batch(run, sentences):
     f = run.featurizer
-    return f.collate([f.encode(s.chars, s.tags) for s in sentences])
+    return f.collate([f.encode(s.tokens, s.tags) for s in sentences])
 
 
 def assert_padding_invariant(model, run):
     """A sentence tagged alone and padded beside a longer one (more words too) gets the same emissions."""
-    sents = sorted(run.splits["train"].sentences, key=lambda s: len(s.chars))
+    sents = sorted(run.splits["train"].sentences, key=lambda s: len(s.tokens))
     short, long = sents[5], sents[-1]
     alone, together = lattice_batch(run, [short]), lattice_batch(run, [long, short])
     assert together["words"].shape[1] > alone["words"].shape[1] > 0
     with torch.no_grad():
         e_alone = model.emissions(alone)[0]
-        e_together = model.emissions(together)[1, : len(short.chars)]
+        e_together = model.emissions(together)[1, : len(short.tokens)]
     assert torch.allclose(e_alone, e_together, atol=1e-5)
 
 

@@ -248,7 +248,7 @@ def tiny_config(extra=()):
 @pytest.fixture(scope="module")
 def tiny_run(shared_data):
     run = prepare(tiny_config(), log=lambda _: None)
-    items = [run.featurizer.encode(s.chars, s.tags) for s in run.splits["train"].sentences[:10]]
+    items = [run.featurizer.encode(s.tokens, s.tags) for s in run.splits["train"].sentences[:10]]
     return run, run.featurizer.collate(items)
 
 

@@ -38,13 +38,13 @@ def test_bert_ids_match_the_bert_tokenizer(tiny_bert, shared_data):
     run = prepare(load_config(resolve_config("tener_resume"), TINY_TENER + [f"model.bert={tiny_bert}"]), log=lambda _: None)
     tokenizer = transformers.BertTokenizer.from_pretrained(str(tiny_bert))
     for sent in list(run.splits["train"])[:20] + list(run.splits["test"])[:8]:
-        ids = run.featurizer.encode(sent.chars)["bert_ids"]
+        ids = run.featurizer.encode(sent.tokens)["bert_ids"]
         # one BERT token per character: tokenize each character alone ([UNK] when the vocabulary lacks it)
         expected = [tokenizer.cls_token_id] + [
-            tokenizer.convert_tokens_to_ids((tokenizer.tokenize(c) or ["[UNK]"])[0]) for c in sent.chars
+            tokenizer.convert_tokens_to_ids((tokenizer.tokenize(c) or ["[UNK]"])[0]) for c in sent.tokens
         ] + [tokenizer.sep_token_id]
         assert ids == expected, sent.text
-    assert any(c.isdigit() for s in run.splits["train"] for c in s.chars)  # digits reach BERT unnormalised
+    assert any(c.isdigit() for s in run.splits["train"] for c in s.tokens)  # digits reach BERT unnormalised
 
 
 def test_windows_equal_separate_calls_and_padding_is_invisible(tiny_bert):

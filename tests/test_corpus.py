@@ -34,7 +34,7 @@ def test_weibo_original_format(tmp_path):
     # a digit character with a two-digit position, and the damaged-emoji token of the real corpus
     content = "我0\tO\n们1\tO\n310\tB-PER.NAM\n\ufffd\ufffd0\tO\np12\tO\n"
     corpus = read_corpus(write(tmp_path, "weibo.train", content))
-    assert corpus.sentences[0].chars == ["我", "们", "3", "\ufffd", "p"]
+    assert corpus.sentences[0].tokens == ["我", "们", "3", "\ufffd", "p"]
     assert corpus.scheme == "bio"
 
 
@@ -156,7 +156,7 @@ def test_real_corpora_counts(shared_data):
     weibo = read_corpus(shared_data / "weibo_ner/original_2nd_conll/weiboNER_2nd_conll.train")
     bmes = read_corpus(shared_data / "weibo_ner/bmes/train.all.bmes")
     assert len(weibo) == len(bmes) == 1350
-    assert [s.chars for s in weibo] == [s.chars for s in bmes]
+    assert [s.tokens for s in weibo] == [s.tokens for s in bmes]
     assert sum(len(x) for x in weibo.spans(strict=True)) == 1885  # PROVENANCE: 1885 mentions
     # the BMES conversion agrees span for span with the BIO original under the lenient reading
     assert [tags_to_spans(s.tags, "bio", False) for s in weibo] == [tags_to_spans(s.tags, "bmes", False) for s in bmes]
@@ -167,15 +167,15 @@ def test_real_corpora_counts(shared_data):
 def test_whitespace_placeholder_round_trip(tmp_path):
     """A space, tab or U+3000 in a sentence is written as <U+XXXX> and read back as the character (before, such a
     CoNLL line was 'malformed'); an empty JSONL text is no sentence, as a blank CoNLL line."""
-    from zhner.data.corpus import Sentence, conll_token, write_conll
+    from zhner.data.corpus import Example, conll_token, write_conll
 
     chars = list("张三 在\t北京\u3000大学")
     tags = ["B-PER", "E-PER", "O", "O", "O", "B-LOC", "E-LOC", "O", "O", "O"]
     assert [conll_token(c) for c in chars[2:4]] == ["<U+0020>", "在"]
-    write_conll(tmp_path / "a.bmes", [Sentence(chars, tags)])
+    write_conll(tmp_path / "a.bmes", [Example(chars, tags)])
     assert "<U+0009> O\n" in (tmp_path / "a.bmes").read_text(encoding="utf-8")
     back = read_corpus(tmp_path / "a.bmes")
-    assert back.sentences[0].chars == chars and back.sentences[0].tags == tags
+    assert back.sentences[0].tokens == chars and back.sentences[0].tags == tags
     (tmp_path / "b.jsonl").write_text('{"text": ""}\n{"text": "张三", "entities": []}\n', encoding="utf-8")
     assert [s.text for s in read_corpus(tmp_path / "b.jsonl")] == ["张三"]
     (tmp_path / "c.bmes").write_text("张 O\n<U+D800> O\n", encoding="utf-8")  # a surrogate is no character

@@ -8,7 +8,7 @@ import torch
 from conftest import REPO
 from zhner import tagger as tagger_module
 from zhner.config import config_from_dict, load_config
-from zhner.data.corpus import Corpus, Sentence, map_types
+from zhner.data.corpus import Corpus, Example, map_types
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.tagger import Tagger, default_model_dir
@@ -28,7 +28,7 @@ LIMIT_BYTES = 20 * 2**20
 
 
 def test_map_types_renames_and_rejects_unmapped_types():
-    corpus = Corpus([Sentence(list("张三在北京"), ["B-NR", "E-NR", "O", "B-NS", "E-NS"], line=3)], "bmes", "x.bmes")
+    corpus = Corpus([Example(list("张三在北京"), ["B-NR", "E-NR", "O", "B-NS", "E-NS"], line=3)], "bmes", "x.bmes")
     mapped = map_types(corpus, {"NR": "PER", "NS": "LOC", "NT": "ORG"})
     assert mapped.sentences[0].tags == ["B-PER", "E-PER", "O", "B-LOC", "E-LOC"]
     assert corpus.sentences[0].tags[0] == "B-NR"  # the input is left alone

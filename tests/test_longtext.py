@@ -103,7 +103,7 @@ def test_predict_100k_character_document(tiny_model, tmp_path):
     from zhner.tagger import Tagger
 
     model_dir, run = tiny_model
-    sentences = ["".join(s.chars) for s in load_dataset("resume")["test"].sentences]
+    sentences = ["".join(s.tokens) for s in load_dataset("resume")["test"].sentences]
     doc, k = "", 0
     while len(doc) < 95_000:
         s = sentences[k % len(sentences)]

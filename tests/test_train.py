@@ -239,7 +239,7 @@ def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
     full = prepare(load_config(resolve_config("tener_resume"), TINY_TENER), log=lambda _: None)
     cut = prepare(load_config(resolve_config("tener_resume"), TINY_TENER + ["embeddings.bigram_min_count=3"]), log=lambda _: None)
     counts = Counter(
-        b for s in full.splits["train"] for b in bigrams([normalize_char(c, True) for c in s.chars])
+        b for s in full.splits["train"] for b in bigrams([normalize_char(c, True) for c in s.tokens])
     )
     expected = {b for b, c in counts.items() if c >= 3}
     assert set(cut.featurizer.bigrams.to_list()) == expected
@@ -351,7 +351,7 @@ def test_a_5000_character_sentence_trains_in_a_batch_of_its_own(tmp_path, monkey
 
 
 def test_max_length_cuts_long_train_sentences_outside_entities(tmp_path):
-    from zhner.data.corpus import Corpus, Sentence, split_long_sentences
+    from zhner.data.corpus import Corpus, Example, split_long_sentences
 
     data = _folder_with_a_long_sentence(tmp_path / "data", long_repeats=30)  # 300 characters at line 551
     lines = []
@@ -367,12 +367,12 @@ def test_max_length_cuts_long_train_sentences_outside_entities(tmp_path):
     assert len(run.splits["train"]) == 105
 
     # no sentence end in reach: a comma, then any point outside an entity; an entity longer than the window is cut
-    sent = Sentence(list("北京大学和清华大学的张三李四王五"), ["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "B-ORG", "M-ORG", "M-ORG",
+    sent = Example(list("北京大学和清华大学的张三李四王五"), ["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "B-ORG", "M-ORG", "M-ORG",
                     "E-ORG", "O", "B-PER", "E-PER", "B-PER", "E-PER", "B-PER", "E-PER"], line=7)
     out, report = split_long_sentences(Corpus([sent], "bmes"), 6)
-    assert ["".join(s.chars) for s in out] == ["北京大学和", "清华大学的", "张三李四王五"]
+    assert ["".join(s.tokens) for s in out] == ["北京大学和", "清华大学的", "张三李四王五"]
     assert report.entities_cut == 0 and report.lines == [7] and [s.line for s in out] == [7, 12, 17]
-    out, report = split_long_sentences(Corpus([Sentence(list("中华人民共和国"), ["B-LOC"] + ["M-LOC"] * 5 + ["E-LOC"])], "bmes"), 4)
+    out, report = split_long_sentences(Corpus([Example(list("中华人民共和国"), ["B-LOC"] + ["M-LOC"] * 5 + ["E-LOC"])], "bmes"), 4)
     assert [s.tags for s in out] == [["B-LOC", "M-LOC", "M-LOC", "E-LOC"], ["B-LOC", "M-LOC", "E-LOC"]]
     assert report.entities_cut == 1
 

@@ -30,7 +30,7 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     tagger, featurizer, tc = run.tagger, run.featurizer, run.config.train
     model = tagger.model
 
-    items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
+    items = [featurizer.encode(s.tokens, s.tags) for s in run.splits["train"]]
     lengths = [len(it["chars"]) for it in items]
     order = length_batches(lengths, tc.batch_size, shuffle=True, seed=0, max_cells=tc.max_batch_cells)
     batches = [featurizer.collate([items[i] for i in idx]) for idx in order]
@@ -44,7 +44,7 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     n_train, t_train = _timed_loop(batches, one_step, train_seconds)
 
     model.eval()
-    test = [s.chars for s in run.splits["test"]]
+    test = [s.tokens for s in run.splits["test"]]
     result = {
         "model": run.config.model.name,
         "dataset": run.config.data.dataset,

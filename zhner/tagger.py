@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
-from zhner.data.corpus import Corpus, Sentence
+from zhner.data.corpus import Corpus, Example
 from zhner.data.longtext import split_long_text, stitch
 from zhner.data.schemes import convert_tags, tags_to_spans
 from zhner.errors import ZhnerError
@@ -283,7 +283,7 @@ class Tagger:
 
     def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
         """Score the tagger on a labelled corpus (strict + lenient span P/R/F1 in percent, per type, Span F, Type Acc)."""
-        predicted = self.tag([s.chars for s in corpus.sentences], batch_size)
+        predicted = self.tag([s.tokens for s in corpus.sentences], batch_size)
         scorer = NERScorer(self.featurizer.scheme)
         for sent, pred in zip(corpus.sentences, predicted):
             scorer.add(_convert(sent, corpus.scheme, self.featurizer.scheme), pred)
@@ -302,7 +302,7 @@ def _ranked(text: str, tags: list[str], probability: float, scheme: str) -> dict
     return {"probability": round(probability, 6), "entities": [_entity(text, *span) for span in spans]}
 
 
-def _convert(sent: Sentence, source: str, target: str) -> list[str]:
+def _convert(sent: Example, source: str, target: str) -> list[str]:
     return list(sent.tags or []) if source == target else convert_tags(sent.tags or [], source, target)
 
 

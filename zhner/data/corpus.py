@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from zhner.data.example import Example
 from zhner.data.schemes import (
     SCHEMES,
     Span,
@@ -42,30 +43,15 @@ def conll_token(char: str) -> str:
 
 
 @dataclass
-class Sentence:
-    chars: list[str]
-    tags: list[str] | None = None  # None for unlabelled text
-    line: int = 1  # line of the first token in its file (JSONL: the record's line)
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chars)
-
-    def __len__(self) -> int:
-        return len(self.chars)
-
-
-@dataclass
 class Corpus:
-    sentences: list[Sentence]
-    scheme: str
+    sentences: list[Example]
+    scheme: str | None  # tagging corpora: bio / bioes / bmes; None for classification corpora
     path: str = "<memory>"
 
     def __len__(self) -> int:
         return len(self.sentences)
 
-    def __iter__(self) -> Iterator[Sentence]:
+    def __iter__(self) -> Iterator[Example]:
         return iter(self.sentences)
 
     def spans(self, strict: bool = True) -> list[list[Span]]:
@@ -75,7 +61,7 @@ class Corpus:
         """The entity types of the labelled sentences."""
         return {split_tag(t)[1] for s in self.sentences for t in (s.tags or []) if t != "O"}
 
-    def token_line(self, sent: Sentence, index: int) -> int:
+    def token_line(self, sent: Example, index: int) -> int:
         """The line in the file of token `index` of `sent` (JSONL: the record's line)."""
         return sent.line if sent.meta.get("jsonl") else sent.line + index
 
@@ -149,8 +135,8 @@ def _looks_weibo(token: str) -> bool:
     return _WEIBO_TOKEN.fullmatch(token) is not None
 
 
-def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) -> list[Sentence]:
-    sentences: list[Sentence] = []
+def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) -> list[Example]:
+    sentences: list[Example] = []
     chars: list[str] = []
     tags: list[str] = []
     start = 0
@@ -158,7 +144,7 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
         line = raw.rstrip("\r")
         if not line.strip():
             if chars:
-                sentences.append(Sentence(chars, tags if labelled else None, start))
+                sentences.append(Example(chars, tags if labelled else None, line=start))
             chars, tags = [], []
             continue
         if not chars:
@@ -187,7 +173,7 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
                 raise ZhnerError(str(exc), path, lineno) from None
             tags.append(fields[1])
     if chars:
-        sentences.append(Sentence(chars, tags if labelled else None, start))
+        sentences.append(Example(chars, tags if labelled else None, line=start))
     return sentences
 
 
@@ -204,7 +190,7 @@ def text_record(line: str, path: str | Path, lineno: int) -> dict:
     return record
 
 
-def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
+def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Example]:
     sentences = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -220,7 +206,7 @@ def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Sentence]:
                 tags = spans_to_tags(len(text), spans, scheme)
             except ValueError as exc:
                 raise ZhnerError(f"entities: {exc}", path, lineno) from None
-        sentences.append(Sentence(list(text), tags, lineno, {"jsonl": True}))
+        sentences.append(Example(list(text), tags, line=lineno, meta={"jsonl": True}))
     return sentences
 
 
@@ -242,7 +228,7 @@ def _parse_entity(entity, path: Path, lineno: int) -> Span:
     return start, end, label
 
 
-def _detect(sentences: list[Sentence]) -> str:
+def _detect(sentences: list[Example]) -> str:
     return detect_scheme(t for s in sentences for t in (s.tags or []))
 
 
@@ -276,7 +262,7 @@ def repair_tags(corpus: Corpus) -> tuple[Corpus, list[int]]:
             continue
         repaired.append(corpus.token_line(sent, bad))
         tags = convert_tags(sent.tags, corpus.scheme, corpus.scheme)  # re-encoded through its lenient spans
-        sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+        sentences.append(replace(sent, tags=tags))
     return Corpus(sentences, corpus.scheme, corpus.path), repaired
 
 
@@ -299,22 +285,29 @@ def split_long_sentences(corpus: Corpus, max_length: int) -> tuple[Corpus, Split
     else anywhere -- never inside an entity when another cut point is in reach. Only an entity longer than the
     window itself is cut; its parts become entities of their own (counted in `entities_cut`)."""
     report = SplitReport()
-    sentences: list[Sentence] = []
+    sentences: list[Example] = []
     for sent in corpus.sentences:
         if len(sent) <= max_length or sent.tags is None:
             sentences.append(sent)
             continue
         spans = tags_to_spans(sent.tags, corpus.scheme, strict=False)
         inside = {b for start, end, _ in spans for b in range(start + 1, end)}  # cut points that would split an entity
-        cuts = _cut_points(sent.chars, inside, max_length)
+        cuts = _cut_points(sent.tokens, inside, max_length)
         report.lines.append(sent.line)
         report.entities_cut += sum(1 for c in cuts if c in inside)
         for a, b in zip([0, *cuts], [*cuts, len(sent)]):
             piece_spans = [(max(s, a) - a, min(e, b) - a, t) for s, e, t in spans if s < b and e > a]
             tags = spans_to_tags(b - a, piece_spans, corpus.scheme)
-            sentences.append(Sentence(sent.chars[a:b], tags, corpus.token_line(sent, a), sent.meta))
+            sentences.append(_piece(sent, a, b, tags, corpus.token_line(sent, a)))
             report.pieces += 1
     return Corpus(sentences, corpus.scheme, corpus.path), report
+
+
+def _piece(sent: Example, a: int, b: int, tags: list[str], line: int) -> Example:
+    """Tokens a..b-1 of `sent` as an example of their own (sentence-level fields such as a label or translation do
+    not carry over to a piece; heads would point outside it)."""
+    spaces = sent.spaces[a:b] if sent.spaces is not None else None
+    return Example(sent.tokens[a:b], tags, spaces=spaces, line=line, meta=sent.meta)
 
 
 def _cut_points(chars: list[str], inside: set[int], max_length: int) -> list[int]:
@@ -346,25 +339,25 @@ def check_known_tags(corpus: Corpus, known: Iterable[str]) -> None:
                 )
 
 
-def write_conll(path: str | Path, sentences: Iterable[Sentence], sep: str = " ") -> None:
+def write_conll(path: str | Path, sentences: Iterable[Example], sep: str = " ") -> None:
     """Write `CHAR TAG` lines; atomic."""
     with atomic_open(path) as out:
         for sent in sentences:
             if sent.tags is None:
                 raise ValueError("cannot write an unlabelled sentence in CoNLL format")
-            for ch, tag in zip(sent.chars, sent.tags):
+            for ch, tag in zip(sent.tokens, sent.tags):
                 out.write(f"{conll_token(ch)}{sep}{tag}\n")
             out.write("\n")
 
 
-def write_jsonl(path: str | Path, sentences: Iterable[Sentence], scheme: str) -> None:
+def write_jsonl(path: str | Path, sentences: Iterable[Example], scheme: str) -> None:
     """Write one `{"text", "entities"}` record per sentence (strict spans); atomic."""
     with atomic_open(path) as out:
         for sent in sentences:
             out.write(json.dumps(sentence_record(sent, scheme), ensure_ascii=False) + "\n")
 
 
-def sentence_record(sent: Sentence, scheme: str) -> dict:
+def sentence_record(sent: Example, scheme: str) -> dict:
     text = sent.text
     spans = tags_to_spans(sent.tags or [], scheme, strict=True)
     return {"text": text, "entities": [{"type": t, "start": s, "end": e, "text": text[s:e]} for s, e, t in spans]}
@@ -392,7 +385,7 @@ def map_types(corpus: Corpus, type_map: dict[str, str | None], field: str = "dat
                     )
                 target = type_map[label]
                 tags.append("O" if target is None else f"{prefix}-{target}")
-        sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+        sentences.append(replace(sent, tags=tags))
     return Corpus(sentences, corpus.scheme, corpus.path)
 
 
@@ -405,5 +398,5 @@ def concat_corpora(corpora: list[Corpus], scheme: str) -> Corpus:
             tags = sent.tags
             if tags is not None and corpus.scheme != scheme:
                 tags = convert_tags(tags, corpus.scheme, scheme)
-            sentences.append(Sentence(sent.chars, tags, sent.line, sent.meta))
+            sentences.append(replace(sent, tags=tags))
     return Corpus(sentences, scheme, " + ".join(c.path for c in corpora))

@@ -212,11 +212,11 @@ def _check_aligned(gold: Corpus, pred: Corpus) -> None:
                 pred.path,
                 p.line,
             )
-        if g.chars != p.chars:
-            k = next(j for j, (a, b) in enumerate(zip(g.chars, p.chars)) if a != b)
+        if g.tokens != p.tokens:
+            k = next(j for j, (a, b) in enumerate(zip(g.tokens, p.tokens)) if a != b)
             raise ZhnerError(
                 f"sentence {i} differs from {gold.path} (line {g.line}) at character {k + 1}: "
-                f"{p.chars[k]!r} here, {g.chars[k]!r} in gold",
+                f"{p.tokens[k]!r} here, {g.tokens[k]!r} in gold",
                 pred.path,
                 pred.token_line(p, k),  # the exact line of the differing character
             )

@@ -69,7 +69,7 @@ class Featurizer:
         char_counts: Counter = Counter()
         bigram_counts: Counter = Counter()
         for sent in train:
-            chars = norm(sent.chars)
+            chars = norm(sent.tokens)
             char_counts.update(chars)
             if use_bigrams:
                 bigram_counts.update(bigrams(chars))
@@ -77,7 +77,7 @@ class Featurizer:
         if known_chars:
             for corpus in splits.values():
                 for sent in corpus:
-                    chars = norm(sent.chars)
+                    chars = norm(sent.tokens)
                     extra_chars.update(c for c in chars if c in known_chars)
                     if use_bigrams and bigram_min_count <= 1:
                         extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)

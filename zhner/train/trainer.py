@@ -273,7 +273,7 @@ def train(
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
 
-    train_items = [featurizer.encode(s.chars, s.tags) for s in run.splits["train"]]
+    train_items = [featurizer.encode(s.tokens, s.tags) for s in run.splits["train"]]
     lengths = [len(it["chars"]) for it in train_items]
 
     def epoch_batches(epoch: int) -> list[list[int]]:

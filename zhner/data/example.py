@@ -1,0 +1,64 @@
+"""The example type every reader fills and every field encoder reads.
+
+An example is a sequence of tokens -- characters for Chinese, words for English -- with the optional annotations a task
+or a model needs: tags (span tagging), a label (sentence classification), dependency heads (syntax-aware attention), a
+translation (bilingual models). Readers fill what their format holds; a field encoder that needs an annotation the
+example lacks says so (e.g. a syntax model without a parser).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# English text -> words: a run of letters/digits (with inner apostrophes or hyphens: "don't", "state-of-the-art"),
+# or any other single non-space character (punctuation)
+_WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*|\S", re.UNICODE)
+
+
+@dataclass
+class Example:
+    tokens: list[str]  # Chinese: one character each; English: one word each
+    tags: list[str] | None = None  # span tagging: one tag per token; None when unlabelled
+    label: str | None = None  # sentence classification
+    heads: list[int] | None = None  # dependency head of each token: 1-based, 0 = root
+    translation: str | None = None  # a paired second text (ACT-S: the English translation); "" = known to be missing
+    spaces: list[bool] | None = None  # whether a space follows each token; None: none does (Chinese characters)
+    line: int = 1  # line of the first token in its file (JSONL and TSV: the record's line)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        if self.spaces is None:
+            return "".join(self.tokens)
+        return "".join(t + (" " if s else "") for t, s in zip(self.tokens, self.spaces))
+
+    def offsets(self) -> list[tuple[int, int]]:
+        """(start, end) of each token in `text`, end exclusive."""
+        out, pos = [], 0
+        for i, token in enumerate(self.tokens):
+            out.append((pos, pos + len(token)))
+            pos += len(token) + (1 if self.spaces is not None and self.spaces[i] else 0)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def words_of(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """English (or any space-separated) text -> its words and their (start, end) offsets in the text."""
+    words, offsets = [], []
+    for m in _WORD.finditer(text):
+        words.append(m.group())
+        offsets.append((m.start(), m.end()))
+    return words, offsets
+
+
+def example_from_text(text: str, unit: str) -> Example:
+    """The example a model reads for raw text: `unit` "char" (one token per character) or "word" (words_of, with the
+    spaces kept so that offsets map back to the text). Word offsets are stored in meta["offsets"] because runs of
+    several spaces or other whitespace do not round-trip through `spaces`."""
+    if unit == "char":
+        return Example(list(text))
+    words, offsets = words_of(text)
+    spaces = [offsets[i][1] < offsets[i + 1][0] for i in range(len(words) - 1)] + [False] if words else []
+    return Example(words, spaces=spaces, meta={"offsets": offsets})
