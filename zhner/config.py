@@ -49,6 +49,8 @@ class DataConfig(_Section):
     # further corpora trained on with this one (e.g. a general model on MSRA + Weibo + Resume); dev and test are the
     # union too, and metrics.json also reports each corpus's own test (`test_per_corpus`)
     union: list[UnionPart] = []
+    # classification: the dev metric that selects the best epoch (default: the dataset's, e.g. MCC for CoLA, else accuracy)
+    metric: Literal["accuracy", "mcc", "macro_f1", "f05"] | None = None
 
     @field_validator("type_map")
     @classmethod

@@ -1,38 +1,25 @@
-"""The user-facing tagger: a trained model plus everything needed to run it, saved as one self-contained directory.
+"""The span tagger: a trained tagging model as a pipeline that finds entities in text of any length.
 
     tagger = Tagger.load("runs/tener_resume")
     tagger.predict(["张三毕业于北京大学。"])  # [[{"type": "NAME", "start": 0, "end": 2, "text": "张三"}, ...]]
 
-A model directory holds config.yaml, vocab.json, model.safetensors, metrics.json and, for lattice models, lexicon.txt.
+Character models (Chinese) tag one token per character; word models (English, e.g. a BERT tagger on CoNLL-2003) tag
+words and report character offsets of the text all the same. The model directory is zhner.pipeline's.
 """
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import torch
-import yaml
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
-from zhner.config import Config, config_from_dict, dump_config
-from zhner.data.batching import budget_batches
-from zhner.data.corpus import Corpus, Example
+from zhner.data.example import Example
 from zhner.data.longtext import split_long_text, stitch
-from zhner.data.schemes import convert_tags, tags_to_spans
+from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
-from zhner.evaluate.metrics import NERScorer
-from zhner.fileio import atomic_write_text
-from zhner.lexicon.lexicon import Lexicon
-from zhner.models import MODELS
-from zhner.models.base import SequenceTagger
-from zhner.models.inputs import Featurizer
-from zhner.nn.crf import DISALLOWED, allowed_transitions
+from zhner.nn.crf import DISALLOWED
+from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, run_in_batches
 
-CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
-MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
 # Longest piece `predict` tags whole: a longer text is cut at its sentence ends (its over-long sentences into windows of
 # this size). The cost per character grows with a piece's length (attention is quadratic): MSRA test text as pieces of
@@ -42,7 +29,6 @@ OVERLAP = 32  # characters shared by neighbouring windows inside an over-long se
 MIN_CHUNK = 16
 # the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
 DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
-T = TypeVar("T")
 Piece = tuple[int, str]  # (offset in the text, characters)
 
 
@@ -51,129 +37,28 @@ def default_model_dir() -> Path | None:
     return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
 
 
-def run_in_batches(
-    featurizer: Featurizer,
-    sentences: Sequence[Sequence[str]],
-    batch_size: int,
-    max_cells: int,
-    run: Callable[[dict[str, torch.Tensor], list[int]], list[T]],
-    empty: T,
-) -> list[T]:
-    """`run(batch, lengths)` over sentences in length-aware batches bounded by `max_cells` (sentences x length^2), one
-    result per sentence, in input order. Empty sentences get `empty` without a model call."""
-    out: list[T | None] = [None] * len(sentences)
-    lengths = [len(s) for s in sentences]
-    for idx in budget_batches(lengths, batch_size, max_cells):
-        todo = [i for i in idx if lengths[i] > 0]
-        for i in idx:
-            if lengths[i] == 0:
-                out[i] = empty
-        if not todo:
-            continue
-        batch = featurizer.collate([featurizer.encode(sentences[i]) for i in todo])
-        for i, result in zip(todo, run(batch, [lengths[i] for i in todo])):
-            out[i] = result
-    return out  # type: ignore[return-value]
+def char_spans(example: Example, spans: list[tuple]) -> list[tuple]:
+    """Token spans (start, end, type, ...) as character offsets of the example's text (words -> their characters)."""
+    if example.spaces is None and "offsets" not in example.meta:
+        return spans
+    offsets = example.meta.get("offsets") or example.offsets()
+    return [(offsets[s][0], offsets[e - 1][1], *rest) for s, e, *rest in spans]
 
 
-def tag_in_batches(
-    featurizer: Featurizer,
-    sentences: Sequence[Sequence[str]],
-    batch_size: int,
-    max_cells: int,
-    decode: Callable[[dict[str, torch.Tensor], list[int]], list[list[int]]],
-) -> list[list[str]]:
-    """Tag sentences in length-aware batches bounded by `max_cells` (sentences x length^2); `decode(batch, lengths)` gives
-    each sentence's tag ids. Empty sentences get [] without a model call. Shared by Tagger and zhner.export.OnnxTagger."""
-    paths = run_in_batches(featurizer, sentences, batch_size, max_cells, decode, [])
-    return [[featurizer.tags[t] for t in path] for path in paths]
+class Tagger(Pipeline):
+    kind = "tagging"
 
-
-def build_model(config: Config, featurizer: Featurizer) -> SequenceTagger:
-    _, model_class = MODELS[config.model.name]
-    constraints = allowed_transitions(featurizer.tags, featurizer.scheme)
-    return model_class(config.model, featurizer.vocab_sizes(), len(featurizer.tags), constraints)
-
-
-class Tagger:
-    def __init__(self, model: SequenceTagger, featurizer: Featurizer, config: Config, metrics: dict | None = None):
-        self.model = model.eval()
-        self.featurizer = featurizer
-        self.config = config
-        self.metrics = metrics or {}
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self._max_chars: dict[float, int] = {}  # memory_mb -> max_chars: a binary search, asked once per text
 
-    # -- persistence ----------------------------------------------------------------------------------------------
-    def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None, lexicon: bool = True) -> None:
-        """Write the model directory (each file atomically). `weights` defaults to the current model state;
-        `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(directory / CONFIG, dump_config(self.config))
-        atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
-        if lexicon and self.featurizer.lexicon is not None:
-            self.featurizer.lexicon.save(directory / LEXICON)
-        state = weights if weights is not None else self.model.state_dict()
-        # safetensors writes by path: write a temporary file, then rename it over the old one
-        partial = directory / f".{WEIGHTS}.partial"
-        try:
-            save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(partial))
-            partial.replace(directory / WEIGHTS)
-        finally:
-            partial.unlink(missing_ok=True)
-        self.save_metrics(directory)
-
-    def save_metrics(self, directory: str | Path) -> None:
-        atomic_write_text(Path(directory) / METRICS, json.dumps(self.metrics, indent=2, ensure_ascii=False))
-
-    @classmethod
-    def load(cls, directory: str | Path) -> "Tagger":
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise ZhnerError("no such model directory", directory)
-        raw = _read_yaml(directory / CONFIG)
-        if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
-            raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
-        config = config_from_dict(raw, str(directory / CONFIG))
-        vocab = _read_json(directory / VOCAB)
-        lexicon = None
-        if vocab.get("lexicon", vocab.get("words") is not None):  # older directories: a lattice model has words
-            if not (directory / LEXICON).exists():
-                raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
-            lexicon = Lexicon.load(directory / LEXICON)
-        try:
-            featurizer = Featurizer.from_dict(vocab, lexicon)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
-        model = build_model(config, featurizer)
-        try:
-            state = load_file(str(directory / WEIGHTS))
-        except FileNotFoundError:
-            raise ZhnerError("missing weights file", directory / WEIGHTS) from None
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as exc:
-            first = str(exc).splitlines()[0]
-            raise ZhnerError(f"weights do not fit the config/vocabulary: {first}", directory / WEIGHTS) from None
-        metrics_path = directory / METRICS
-        metrics = _read_json(metrics_path) if metrics_path.exists() else {}
-        return cls(model, featurizer, config, metrics)
-
     # -- prediction -----------------------------------------------------------------------------------------------
-    @torch.no_grad()
-    def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
-        """Tag character sequences (each at most a few hundred characters; see `predict` for long text)."""
-        self.model.eval()
-        device = next(self.model.parameters()).device
+    def tag(self, sentences: Sequence[Example | Sequence[str]], batch_size: int = 32) -> list[list[str]]:
+        """Tag token sequences (each at most a few hundred tokens; see `predict` for long text)."""
+        return self.predictions(sentences, batch_size)
 
-        def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
-            if device.type != "cpu":
-                batch = {k: v.to(device) for k, v in batch.items()}
-            return self.model.decode(batch)
-
-        return tag_in_batches(self.featurizer, sentences, batch_size, MAX_CELLS, decode)
+    def record(self, text: str, prediction: list[dict]) -> dict:
+        return {"text": text, "entities": prediction}
 
     def max_chars(self, memory_mb: float = MEMORY_MB) -> int:
         """The longest text one model call takes within `memory_mb`, by the model's own estimate (`inference_bytes`)."""
@@ -202,10 +87,19 @@ class Tagger:
 
     def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
         """(start, end, type) spans of each chunk (each at most a few hundred characters), tagged in batches;
-        with `confidence`, (start, end, type, probability of the span under the CRF) -- see `_scored_spans`."""
+        with `confidence`, (start, end, type, probability of the span under the CRF) -- see `_scored_spans`.
+        Offsets are characters of the chunk, whatever the model's tokens."""
+        examples = self.examples(chunks)
         if confidence:
-            return run_in_batches(self.featurizer, chunks, batch_size, MAX_CELLS, self._scored_spans, [])
-        return [tags_to_spans(tags, self.featurizer.scheme, strict=True) for tags in self.tag(chunks, batch_size)]
+            self._need_crf("confidences")
+            spans = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, self._scored_spans, [])
+        else:
+            spans = [tags_to_spans(tags, self.featurizer.scheme, strict=True) for tags in self.tag(examples, batch_size)]
+        return [char_spans(ex, sp) for ex, sp in zip(examples, spans)]
+
+    def _need_crf(self, what: str) -> None:
+        if getattr(self.model, "crf", None) is None:
+            raise ZhnerError(f"{what} need a CRF head; this model has model.head: {self.config.model.head}")
 
     @staticmethod
     def join(text: str, pieces: list[Piece], spans: list[list[tuple]]) -> list[dict]:
@@ -261,8 +155,13 @@ class Tagger:
         for i, text in enumerate(texts):
             if len(text) > self.piece_chars():
                 raise ZhnerError(f"n-best takes texts of at most {self.piece_chars()} characters, text {i} has {len(text)}")
-        paths = run_in_batches(self.featurizer, texts, batch_size, MAX_CELLS, lambda b, n: self._nbest(b, n, k), [([], 1.0)])
-        return [[_ranked(text, tags, p, self.featurizer.scheme) for tags, p in options] for text, options in zip(texts, paths)]
+        self._need_crf("n-best paths")
+        examples = self.examples(texts)
+        paths = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, lambda b, n: self._nbest(b, n, k), [([], 1.0)])
+        return [
+            [_ranked(text, ex, tags, p, self.featurizer.scheme) for tags, p in options]
+            for text, ex, options in zip(texts, examples, paths)
+        ]
 
     @torch.no_grad()
     def _nbest(self, batch: dict[str, torch.Tensor], lengths: list[int], k: int) -> list[list[tuple[list[str], float]]]:
@@ -281,14 +180,6 @@ class Tagger:
             for b, n in enumerate(lengths)
         ]
 
-    def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
-        """Score the tagger on a labelled corpus (strict + lenient span P/R/F1 in percent, per type, Span F, Type Acc)."""
-        predicted = self.tag([s.tokens for s in corpus.sentences], batch_size)
-        scorer = NERScorer(self.featurizer.scheme)
-        for sent, pred in zip(corpus.sentences, predicted):
-            scorer.add(_convert(sent, corpus.scheme, self.featurizer.scheme), pred)
-        return scorer.result()
-
 
 def _entity(text: str, start: int, end: int, label: str, *score: float) -> dict:
     entity = {"type": label, "start": start, "end": end, "text": text[start:end]}
@@ -297,28 +188,8 @@ def _entity(text: str, start: int, end: int, label: str, *score: float) -> dict:
     return entity
 
 
-def _ranked(text: str, tags: list[str], probability: float, scheme: str) -> dict:
-    spans = tags_to_spans(tags, scheme, strict=True)
+def _ranked(text: str, example: Example, tags: list[str], probability: float, scheme: str) -> dict:
+    spans = char_spans(example, tags_to_spans(tags, scheme, strict=True))
     return {"probability": round(probability, 6), "entities": [_entity(text, *span) for span in spans]}
 
 
-def _convert(sent: Example, source: str, target: str) -> list[str]:
-    return list(sent.tags or []) if source == target else convert_tags(sent.tags or [], source, target)
-
-
-def _read_yaml(path: Path) -> dict:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ZhnerError("missing file in the model directory", path) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ZhnerError("missing file in the model directory", path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
+from zhner.models.modeling_bert import BertClassifier, BertClassifierConfig, BertTagger, BertTaggerConfig
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
@@ -13,4 +14,6 @@ MODELS = {
     "flat": (FLATConfig, FLAT),
     "atssa": (ATSSAConfig, ATSSA),
     "nflat": (NFLATConfig, NFLAT),
+    "bert_tagger": (BertTaggerConfig, BertTagger),
+    "bert_classifier": (BertClassifierConfig, BertClassifier),
 }

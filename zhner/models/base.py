@@ -7,7 +7,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from zhner.nn.crf import CRF, unconstrained
+from zhner.nn.crf import CRF, allowed_transitions, unconstrained
 from zhner.nn.embedding import CharBigramEmbedding
 
 FLOAT = 4  # bytes
@@ -27,31 +27,52 @@ def attention_bytes(heads: int, queries: int, keys: int) -> int:
     return LIVE_SCORES * FLOAT * heads * queries * keys
 
 
-class ModelConfig(BaseModel):
-    """Fields shared by every model config; each model adds its own and a `name` literal."""
+class BaseModelConfig(BaseModel):
+    """What every model config holds besides its own sizes: enough to build the model alone, HF-style `Model(config)`.
+    `labels` (tags or class labels, in output order), `scheme` (tagging) and `vocab_sizes` are filled from the data
+    when training starts (zhner.pipeline) and saved with the rest."""
 
     model_config = ConfigDict(extra="forbid")
-    char_dim: Positive = 128  # set from the pretrained vectors when they are used
-    bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
-    embed_dropout: Dropout = 0.5
+    labels: list[str] = []
+    scheme: str | None = None  # bio / bioes / bmes for taggers: which tag transitions a CRF may forbid
+    vocab_sizes: dict[str, int] = {}
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+
+class TaggerConfig(BaseModelConfig):
+    """A tagger's output layer: a CRF (with the scheme's transition constraints when training and/or decoding) or
+    per-token softmax."""
+
+    head: Literal["crf", "softmax"] = "crf"
     crf_constraints: bool = True  # train the CRF with the transitions the tag scheme does not allow forbidden
     # decode (Viterbi, n-best, confidences) with those transitions forbidden; null = as crf_constraints. A CRF trained
     # without constraints may still decode with them: its output is then always well-formed
     constrained_decoding: bool | None = None
     crf_init: Literal["zero", "normal"] = "normal"
+
+
+class ModelConfig(TaggerConfig):
+    """Fields shared by the character taggers (TENER, FLAT, NFLAT, ATSSA, BiLSTM-CRF); each adds its own and a `name`."""
+
+    char_dim: Positive = 128  # set from the pretrained vectors when they are used
+    bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
+    embed_dropout: Dropout = 0.5
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
-    # directory or hub model; training copies its config into `bert_config`, so a saved model loads without it.
+    # BERT directory; training copies its config into `bert_config`, so a saved model loads without it.
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
 
 
-def char_input(config: ModelConfig, vocab_sizes: dict[str, int]) -> CharBigramEmbedding:
-    """The character input every tagger reads: [char ; bigram (; BERT)] embeddings with dropout."""
+def char_input(config: ModelConfig) -> CharBigramEmbedding:
+    """The character input every character tagger reads: [char ; bigram (; BERT)] embeddings with dropout."""
     return CharBigramEmbedding(
-        vocab_sizes["chars"],
+        config.vocab_sizes["chars"],
         config.char_dim,
-        vocab_sizes.get("bigrams", 0),
+        config.vocab_sizes.get("bigrams", 0),
         config.bigram_dim,
         config.embed_dropout,
         config.bert_config,
@@ -60,19 +81,25 @@ def char_input(config: ModelConfig, vocab_sizes: dict[str, int]) -> CharBigramEm
 
 
 class SequenceTagger(nn.Module):
-    """Subclasses implement `emissions(batch) -> [B, L, T]`; this class adds the CRF on top."""
+    """Subclasses implement `emissions(batch) -> [B, L, T]`; this class adds the head: a CRF, or per-token softmax."""
 
-    config: ModelConfig
+    config: TaggerConfig
+    task_kind = "tagging"
 
-    def __init__(self, num_tags: int, constraints, config: ModelConfig):
-        """constraints: the tag scheme's allowed (start, transitions, end), used as the config's crf_constraints and
-        constrained_decoding say; None (no scheme given, as in unit tests of a model's shapes) leaves the CRF unconstrained."""
+    def __init__(self, config: TaggerConfig):
+        """The CRF's transition constraints come from the config's labels and scheme, used as crf_constraints and
+        constrained_decoding say; without a scheme (as in unit tests of a model's shapes) the CRF is unconstrained."""
         super().__init__()
-        decode = config.crf_constraints if config.constrained_decoding is None else config.constrained_decoding
-        decode_constraints = None  # None: decode as trained
-        if decode != config.crf_constraints:
-            decode_constraints = constraints if decode else unconstrained(num_tags)
-        self.crf = CRF(num_tags, constraints if config.crf_constraints else None, config.crf_init, decode_constraints)
+        self.crf = None
+        if config.head == "crf":
+            n = config.num_labels
+            constraints = allowed_transitions(config.labels, config.scheme) if config.scheme else None
+            decode = config.crf_constraints if config.constrained_decoding is None else config.constrained_decoding
+            decode_constraints = None  # None: decode as trained
+            if constraints is not None and decode != config.crf_constraints:
+                decode_constraints = constraints if decode else unconstrained(n)
+            train_constraints = constraints if config.crf_constraints else None
+            self.crf = CRF(n, train_constraints, config.crf_init, decode_constraints)
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
@@ -86,6 +113,10 @@ class SequenceTagger(nn.Module):
         """Embedding tables the trainer fills from pretrained vectors, keyed by vocabulary ("chars", "bigrams", ...)."""
         return self.embed.tables()
 
+    def bert_encoder(self) -> nn.Module | None:
+        """The BERT module pretrained weights are loaded into (zhner.nn.bert.BertCharFeatures), if the model has one."""
+        return getattr(getattr(self, "embed", None), "bert", None)
+
     def inference_bytes(self, length: int) -> int:
         """Estimated peak memory (bytes) of tagging one text of `length` characters, from which the tagger decides where
         to cut long text (zhner.tagger.Tagger.max_chars). Models with attention add their quadratic terms; this linear
@@ -93,9 +124,39 @@ class SequenceTagger(nn.Module):
         return 32 * FLOAT * length * self.out.in_features
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean negative log-likelihood of the gold tags."""
-        return self.crf(self.emissions(batch), batch["tags"], batch["mask"], reduction="mean")
+        """Mean negative log-likelihood of the gold tags (per sentence under a CRF, per token under softmax)."""
+        emissions, mask = self.emissions(batch), batch["mask"]
+        if self.crf is not None:
+            return self.crf(emissions, batch["tags"], mask, reduction="mean")
+        return nn.functional.cross_entropy(emissions[mask], batch["tags"][mask])
 
     @torch.no_grad()
     def decode(self, batch: dict[str, torch.Tensor]) -> list[list[int]]:
-        return self.crf.decode(self.emissions(batch), batch["mask"])
+        emissions, mask = self.emissions(batch), batch["mask"]
+        if self.crf is not None:
+            return self.crf.decode(emissions, mask)
+        best = emissions.argmax(-1)  # [B, L]
+        return [row[:n].tolist() for row, n in zip(best, mask.sum(1).tolist())]
+
+
+class SequenceClassifier(nn.Module):
+    """Subclasses implement `logits(batch) -> [B, C]`; cross-entropy loss, softmax probabilities."""
+
+    config: BaseModelConfig
+    task_kind = "classification"
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return nn.functional.cross_entropy(self.logits(batch), batch["label"])
+
+    @torch.no_grad()
+    def probabilities(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.logits(batch).softmax(-1)  # [B, C]
+
+    def pretrained_tables(self) -> dict[str, nn.Embedding]:
+        return {}
+
+    def inference_bytes(self, length: int) -> int:
+        return 0

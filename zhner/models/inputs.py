@@ -1,184 +1,187 @@
-"""From sentences to tensors: the vocabularies a model was trained with and the batch layout models read.
+"""From examples to tensors: the fields a model reads (zhner.models.fields) and the task's targets.
 
-A batch is a dict of tensors: chars [B, L], bigrams [B, L], mask [B, L] (True = real character), and tags [B, L] when labelled.
-With a lexicon (lattice models), the lexicon words matched in each sentence, ordered by (start, end), are added:
-words [B, W] (ids), word_starts [B, W], word_ends [B, W] (inclusive character index of the word's last character),
-word_mask [B, W]. W is at least 1 so that models never meet an empty tensor dimension.
-With a BERT vocabulary (models with BERT features): bert_ids [B, L + 2], [CLS] one token per character [SEP], then padding.
-Without a word vocabulary (`word_vocab=False`: the model composes word vectors from the characters in `chars`, FLAT's
-`word_embedding: chars`) there is no `words` field and any lexicon word can be matched, seen in training or not.
+`fields_for(config)` says which fields a model config reads; `Featurizer.build` builds their vocabularies from the
+training data; `encode` / `collate` turn examples into a batch dict (see zhner.models.fields for its keys). The
+task (zhner.tasks) adds the targets -- tags [B, L] or label [B] -- when the examples carry them.
+
+vocab.json holds {"format": 2, "fields": {name: field dict}, "task": task dict}. Directories written before format 2
+(one flat dict: chars, bigrams, words, bert_vocab, tags, scheme) still load: see `Featurizer.from_dict`.
 """
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from zhner.data.corpus import Corpus
-from zhner.data.schemes import all_tags, split_tag
+from zhner.data.example import Example
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.lexicon.lexicon import Lexicon
-from zhner.nn.bert import CLS, PAD, SEP, UNK, bert_token
+from zhner.models.fields import BigramField, CharField, Field, LexiconField, PieceField, field_from_dict
+
+FORMAT = 2
+
+
+def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: bool) -> list[str]:
+    """The fields a model reads: BERT-only models (no char_dim) read word pieces alone; character taggers read
+    characters, bigrams when enabled, lexicon matches with a lexicon, and pieces when they add BERT features."""
+    if not hasattr(model_config, "char_dim"):
+        return ["pieces"]
+    names = ["chars"]
+    if use_bigrams and model_config.bigram_dim:
+        names.append("bigrams")
+    if lexicon:
+        names.append("lexicon")
+    if bert_vocab:
+        names.append("pieces")
+    return names
 
 
 class Featurizer:
-    def __init__(
-        self,
-        chars: Vocab,
-        bigram_vocab: Vocab | None,
-        tags: list[str],
-        scheme: str,
-        normalize_digits: bool,
-        lexicon: Lexicon | None = None,
-        words: Vocab | None = None,
-        bert_vocab: dict[str, int] | None = None,
-    ):
-        self.chars = chars
-        self.lexicon = lexicon
-        self.words = words
-        self.bigrams = bigram_vocab
-        self.tags = tags
-        self.tag_index = {t: i for i, t in enumerate(tags)}
-        self.scheme = scheme
-        self.normalize_digits = normalize_digits
-        self.bert_index = bert_vocab  # BERT's own vocabulary: token -> id
+    """The model's fields, in order, plus (optionally) the task that encodes targets (duck-typed: `has_target(example)`,
+    `target(example)`, `target_key`, `collate(items, width)`, `to_dict()`; zhner.tasks)."""
+
+    def __init__(self, fields: Sequence[Field], task: Any = None, unit: str = "char"):
+        self.fields = {f.name: f for f in fields}
+        self.task = task
+        self.unit = unit  # how raw text becomes tokens: "char" (Chinese) or "word" (English)
+
+    # -- the fields, by name (None when the model does not read it) -----------------------------------------------
+    @property
+    def chars(self) -> Vocab | None:
+        return self.fields["chars"].vocab if "chars" in self.fields else None
+
+    @property
+    def bigrams(self) -> Vocab | None:
+        return self.fields["bigrams"].vocab if "bigrams" in self.fields else None
+
+    @property
+    def lexicon(self) -> Lexicon | None:
+        return self.fields["lexicon"].lexicon if "lexicon" in self.fields else None
+
+    @property
+    def words(self) -> Vocab | None:
+        return self.fields["lexicon"].words if "lexicon" in self.fields else None
+
+    @property
+    def tags(self) -> list[str]:
+        return self.task.labels
+
+    @property
+    def scheme(self) -> str | None:
+        return getattr(self.task, "scheme", None)
 
     # -- building -------------------------------------------------------------------------------------------------
     @classmethod
     def build(
         cls,
         splits: dict[str, Corpus],
-        use_bigrams: bool,
-        normalize_digits: bool,
+        names: Sequence[str],
+        task: Any,
+        normalize_digits: bool = True,
         known_chars: set[str] | None = None,
         lexicon: Lexicon | None = None,
         bigram_min_count: int = 1,
         bert_vocab: dict[str, int] | None = None,
         word_vocab: bool = True,
+        unit: str = "char",
+        lowercase: bool = True,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
-        Tags: every tag of the scheme over the types seen in any split (splits disagree on rare tags).
-        Words (with a lexicon and `word_vocab`): every lexicon word matched in any split, as FLAT does -- a lexicon carries
-        no labels.
-        `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras): MSRA has 313k bigrams,
-        whose table dominates both the model size and the cost of each (dense) SGD step; rare bigrams map to <unk>."""
-        train = splits["train"]
-        norm = lambda chars: [normalize_char(c, normalize_digits) for c in chars]  # noqa: E731
-        char_counts: Counter = Counter()
-        bigram_counts: Counter = Counter()
-        for sent in train:
-            chars = norm(sent.tokens)
-            char_counts.update(chars)
-            if use_bigrams:
+        Words (with a lexicon and `word_vocab`): every lexicon word matched in any split, as FLAT does -- a lexicon
+        carries no labels. `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras):
+        MSRA has 313k bigrams, whose table dominates both the model size and the cost of each (dense) SGD step."""
+        norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
+        fields: list[Field] = []
+        if "chars" in names or "bigrams" in names:
+            char_counts: Counter = Counter()
+            bigram_counts: Counter = Counter()
+            for ex in splits["train"]:
+                chars = norm(ex.tokens)
+                char_counts.update(chars)
                 bigram_counts.update(bigrams(chars))
-        extra_chars, extra_bigrams = set(), set()
-        if known_chars:
-            for corpus in splits.values():
-                for sent in corpus:
-                    chars = norm(sent.tokens)
-                    extra_chars.update(c for c in chars if c in known_chars)
-                    if use_bigrams and bigram_min_count <= 1:
-                        extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
-        types = {split_tag(t)[1] for corpus in splits.values() for s in corpus for t in (s.tags or []) if t != "O"}
-        words = None
-        if lexicon is not None and word_vocab:
-            word_counts: Counter = Counter()
-            for corpus in splits.values():
-                for sent in corpus:
-                    word_counts.update(w for _, _, w in lexicon.match(sent.text))
-            words = Vocab.build(word_counts)
-        return cls(
-            Vocab.build(char_counts, extra=extra_chars),
-            Vocab.build(bigram_counts, min_freq=bigram_min_count, extra=extra_bigrams) if use_bigrams else None,
-            all_tags(types, train.scheme),
-            train.scheme,
-            normalize_digits,
-            lexicon,
-            words,
-            bert_vocab,
-        )
+            extra_chars, extra_bigrams = set(), set()
+            if known_chars:
+                for corpus in splits.values():
+                    for ex in corpus:
+                        chars = norm(ex.tokens)
+                        extra_chars.update(c for c in chars if c in known_chars)
+                        if bigram_min_count <= 1:
+                            extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
+            if "chars" in names:
+                fields.append(CharField(Vocab.build(char_counts, extra=extra_chars), normalize_digits))
+            if "bigrams" in names:
+                vocab = Vocab.build(bigram_counts, min_freq=bigram_min_count, extra=extra_bigrams)
+                fields.append(BigramField(vocab, normalize_digits))
+        if "lexicon" in names:
+            words = None
+            if word_vocab:
+                words = Vocab.build(LexiconField.word_counts(lexicon, (ex for c in splits.values() for ex in c)))
+            fields.append(LexiconField(lexicon, words))
+        if "pieces" in names:
+            fields.append(PieceField(bert_vocab, unit, lowercase))
+        return cls(fields, task, unit)
 
     def to_dict(self) -> dict:
         return {
-            "chars": self.chars.to_list(),
-            "bigrams": self.bigrams.to_list() if self.bigrams is not None else None,
-            "tags": self.tags,
-            "scheme": self.scheme,
-            "normalize_digits": self.normalize_digits,
-            "words": self.words.to_list() if self.words is not None else None,
-            "bert_vocab": self.bert_index,
-            "lexicon": self.lexicon is not None,
+            "format": FORMAT,
+            "unit": self.unit,
+            "fields": {name: f.to_dict() for name, f in self.fields.items()},
+            "task": self.task.to_dict() if self.task is not None else None,
+            "lexicon": "lexicon" in self.fields,  # whether lexicon.txt belongs to the directory
         }
 
+    @staticmethod
+    def upgrade(d: dict) -> dict:
+        """A format-1 vocab.json (one flat dict) as format 2."""
+        if d.get("format") == FORMAT:
+            return d
+        norm = bool(d["normalize_digits"])
+        fields: dict[str, dict] = {"chars": {"vocab": d["chars"], "normalize_digits": norm}}
+        if d.get("bigrams") is not None:
+            fields["bigrams"] = {"vocab": d["bigrams"], "normalize_digits": norm}
+        lexicon = bool(d.get("lexicon", d.get("words") is not None))  # older directories: a lattice model has words
+        if lexicon:
+            fields["lexicon"] = {"words": d.get("words")}
+        if d.get("bert_vocab") is not None:
+            fields["pieces"] = {"vocab": d["bert_vocab"], "unit": "char", "lowercase": True}
+        task = {"kind": "tagging", "labels": list(d["tags"]), "scheme": d["scheme"]}
+        return {"format": FORMAT, "unit": "char", "fields": fields, "task": task, "lexicon": lexicon}
+
     @classmethod
-    def from_dict(cls, d: dict, lexicon: Lexicon | None = None) -> "Featurizer":
-        bigram_vocab = Vocab.from_list(d["bigrams"]) if d.get("bigrams") is not None else None
-        words = Vocab.from_list(d["words"]) if d.get("words") is not None else None
-        return cls(
-            Vocab.from_list(d["chars"]),
-            bigram_vocab,
-            list(d["tags"]),
-            d["scheme"],
-            bool(d["normalize_digits"]),
-            lexicon,
-            words,
-            d.get("bert_vocab"),
-        )
+    def from_dict(cls, d: dict, lexicon: Lexicon | None = None, task: Any = None) -> "Featurizer":
+        """The fields of a format-2 dict (see `upgrade`); the task is built by the caller from d["task"]."""
+        fields = [field_from_dict(name, fd, lexicon) for name, fd in d["fields"].items()]
+        return cls(fields, task, d.get("unit", "char"))
 
     def vocab_sizes(self) -> dict[str, int]:
-        sizes = {"chars": len(self.chars)}
-        if self.bigrams is not None:
-            sizes["bigrams"] = len(self.bigrams)
-        if self.words is not None:
-            sizes["words"] = len(self.words)
+        sizes: dict[str, int] = {}
+        for f in self.fields.values():
+            sizes.update(f.sizes())
         return sizes
 
     # -- encoding -------------------------------------------------------------------------------------------------
-    def encode(self, chars: Sequence[str], tags: Sequence[str] | None = None) -> dict[str, list[int]]:
-        norm = [normalize_char(c, self.normalize_digits) for c in chars]
-        item = {"chars": self.chars.encode(norm)}
-        if self.bigrams is not None:
-            item["bigrams"] = self.bigrams.encode(bigrams(norm))
-        if tags is not None:
-            item["tags"] = [self.tag_index[t] for t in tags]
-        if self.lexicon is not None:
-            matches = self.lexicon.match("".join(chars))  # sorted by (start, end)
-            if self.words is not None:
-                item["words"] = self.words.encode(w for _, _, w in matches)
-            item["word_starts"] = [s for s, _, _ in matches]
-            item["word_ends"] = [e - 1 for _, e, _ in matches]
-        if self.bert_index is not None:  # BERT reads the raw characters, not the digit-normalised ones
-            get, unk = self.bert_index.get, self.bert_index[UNK]
-            item["bert_ids"] = [self.bert_index[CLS]] + [get(bert_token(c), unk) for c in chars] + [self.bert_index[SEP]]
+    def encode(self, example: Example | Sequence[str], labelled: bool = True) -> dict[str, list[int]]:
+        """One example (or a bare token sequence) -> id lists of every field, plus its targets when it carries them
+        and `labelled`."""
+        if not isinstance(example, Example):
+            example = Example(list(example))
+        item: dict = {"n": len(example.tokens)}
+        for f in self.fields.values():
+            item.update(f.encode(example))
+        if labelled and self.task is not None and self.task.has_target(example):
+            item.update(self.task.target(example))
         return item
 
-    def collate(self, items: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
-        lengths = [len(it["chars"]) for it in items]
-        B, L = len(items), max(lengths)
+    def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
+        lengths = [it["n"] for it in items]
+        L = max(lengths)
         batch = {"mask": torch.arange(L)[None, :] < torch.tensor(lengths)[:, None]}
-        for key in ("chars", "bigrams", "tags"):
-            if key in items[0]:
-                out = torch.zeros(B, L, dtype=torch.long)
-                for b, it in enumerate(items):
-                    out[b, : lengths[b]] = torch.tensor(it[key], dtype=torch.long)
-                batch[key] = out
-        if "word_starts" in items[0]:
-            counts = [len(it["word_starts"]) for it in items]
-            W = max(1, max(counts))
-            batch["word_mask"] = torch.arange(W)[None, :] < torch.tensor(counts)[:, None]
-            for key in ("words", "word_starts", "word_ends"):
-                if key not in items[0]:
-                    continue
-                out = torch.zeros(B, W, dtype=torch.long)
-                for b, it in enumerate(items):
-                    if counts[b]:
-                        out[b, : counts[b]] = torch.tensor(it[key], dtype=torch.long)
-                batch[key] = out
-        if "bert_ids" in items[0]:
-            out = torch.full((B, L + 2), self.bert_index[PAD], dtype=torch.long)
-            for b, it in enumerate(items):
-                out[b, : lengths[b] + 2] = torch.tensor(it["bert_ids"], dtype=torch.long)
-            batch["bert_ids"] = out
+        for f in self.fields.values():
+            batch.update(f.collate(items, L))
+        if self.task is not None and self.task.target_key in items[0]:
+            batch.update(self.task.collate(items, L))
         return batch

@@ -45,14 +45,15 @@ class ATSSAConfig(ModelConfig):
 
 
 class ATSSA(SequenceTagger):
-    def __init__(self, config: ATSSAConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints, config)
+    def __init__(self, config: ATSSAConfig):
+        super().__init__(config)
+        vocab_sizes, num_tags = config.vocab_sizes, config.num_labels
         if "words" not in vocab_sizes:
             raise ZhnerError("ATSSA needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
         self.config = config
         d_model = config.heads * config.head_dim
         word_dim = config.word_dim or config.char_dim
-        self.embed = char_input(config, vocab_sizes)
+        self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.fusion = WordFusion(self.embed.out_dim, word_dim, d_model, config.heads)

@@ -18,10 +18,11 @@ class BiLSTMCRFConfig(ModelConfig):
 
 
 class BiLSTMCRF(SequenceTagger):
-    def __init__(self, config: BiLSTMCRFConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints, config)
+    def __init__(self, config: BiLSTMCRFConfig):
+        super().__init__(config)
+        vocab_sizes, num_tags = config.vocab_sizes, config.num_labels
         self.config = config
-        self.embed = char_input(config, vocab_sizes)
+        self.embed = char_input(config)
         self.lstm = nn.LSTM(
             self.embed.out_dim,
             config.hidden,

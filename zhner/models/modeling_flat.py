@@ -87,8 +87,9 @@ class FLATConfig(ModelConfig):
 
 
 class FLAT(SequenceTagger):
-    def __init__(self, config: FLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints, config)
+    def __init__(self, config: FLATConfig):
+        super().__init__(config)
+        vocab_sizes, num_tags = config.vocab_sizes, config.num_labels
         if config.word_embedding == "table" and "words" not in vocab_sizes:
             raise ZhnerError("FLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
         if config.word_embedding == "chars" and config.word_dim not in (None, config.char_dim):
@@ -96,7 +97,7 @@ class FLAT(SequenceTagger):
         self.config = config
         d_model = config.heads * config.head_dim
         word_dim = config.word_dim or config.char_dim
-        self.embed = char_input(config, vocab_sizes)
+        self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0) if config.word_embedding == "table" else None
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)

@@ -59,8 +59,9 @@ class NFLATConfig(ModelConfig):
 
 
 class NFLAT(SequenceTagger):
-    def __init__(self, config: NFLATConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints, config)
+    def __init__(self, config: NFLATConfig):
+        super().__init__(config)
+        vocab_sizes, num_tags = config.vocab_sizes, config.num_labels
         if "words" not in vocab_sizes:
             raise ZhnerError("NFLAT needs a lexicon: set embeddings.lexicon (e.g. jieba)", "config")
         self.config = config
@@ -70,7 +71,7 @@ class NFLAT(SequenceTagger):
         if self_heads < 1 or d_model % self_heads:
             raise ZhnerError(f"model.less_head: {config.heads} // 2 heads do not divide d_model {d_model}", "config")
         word_dim = config.word_dim or config.char_dim
-        self.embed = char_input(config, vocab_sizes)
+        self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
         self.word_dropout = nn.Dropout(config.word_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)

@@ -33,11 +33,12 @@ class TENERConfig(ModelConfig):
 
 
 class TENER(SequenceTagger):
-    def __init__(self, config: TENERConfig, vocab_sizes: dict[str, int], num_tags: int, constraints=None):
-        super().__init__(num_tags, constraints, config)
+    def __init__(self, config: TENERConfig):
+        super().__init__(config)
+        vocab_sizes, num_tags = config.vocab_sizes, config.num_labels
         self.config = config
         d_model = config.heads * config.head_dim
-        self.embed = char_input(config, vocab_sizes)
+        self.embed = char_input(config)
         self.in_proj = nn.Linear(self.embed.out_dim, d_model)
         self.layers = tener_encoder(d_model, config.heads, config.layers, config.ff_ratio, config.dropout, config.scaled)
         self.fc_dropout = nn.Dropout(config.fc_dropout)

@@ -27,15 +27,17 @@ from tqdm import tqdm
 from zhner.config import Config, TrainConfig, config_from_dict, dump_config
 from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
-from zhner.data.registry import load_dataset
+from zhner.data.registry import DATASETS, load_dataset
 from zhner.errors import ZhnerError
-from zhner.evaluate.metrics import headline
 from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
-from zhner.models.inputs import Featurizer
+from zhner.classifier import Classifier
+from zhner.models.inputs import Featurizer, fields_for
 from zhner.nn.embedding import load_matrix
-from zhner.tagger import WEIGHTS, Tagger, build_model
+from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
+from zhner.tagger import Tagger
+from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
@@ -48,7 +50,7 @@ class Run:
     config: Config
     splits: dict[str, Corpus]
     featurizer: Featurizer
-    tagger: Tagger
+    tagger: Pipeline  # a Tagger or a Classifier, as the task
     parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
 
 
@@ -63,7 +65,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
     splits, parts = load_splits(config)
-    splits["train"], repaired = repair_tags(splits["train"])
+    splits["train"], repaired = repair_tags(splits["train"]) if splits["train"].scheme else (splits["train"], [])
     if repaired:
         where = ", ".join(str(line) for line in repaired[:5]) + (", ..." if len(repaired) > 5 else "")
         count = "1 sentence breaks" if len(repaired) == 1 else f"{len(repaired)} sentences break"
@@ -93,32 +95,61 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     bert = load_bert(config.model.bert) if config.model.bert else None
     if bert is not None:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
+    task = make_task(splits, config)
     featurizer = Featurizer.build(
         splits,
-        use_bigrams=emb.bigrams,
+        fields_for(config.model, emb.bigrams, lexicon is not None, bert is not None),
+        task,
         normalize_digits=emb.normalize_digits,
         known_chars=set(vectors.tokens) if vectors is not None else None,
         lexicon=lexicon,
         bigram_min_count=emb.bigram_min_count,
         bert_vocab=bert.vocab if bert is not None else None,
         word_vocab=getattr(config.model, "word_embedding", "table") == "table",
+        unit=token_unit(splits["train"]),
     )
+    config = configured(config, featurizer)
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
     if bert is not None:
-        model.embed.bert.model.load_state_dict(bert.weights)
+        model.bert_encoder().model.load_state_dict({k: v for k, v in bert.weights.items() if not k.startswith("pooler.")})
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
             f"{len(bert.vocab)} tokens")
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
         f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
-        f"sentences; {len(featurizer.tags)} tags ({featurizer.scheme}); {len(featurizer.chars)} chars"
+        f"sentences; {_labels(task)}" + (f"; {len(featurizer.chars)} chars" if featurizer.chars is not None else "")
         + (f", {len(featurizer.bigrams)} bigrams" if featurizer.bigrams is not None else "")
         + (f", {len(featurizer.words)} lexicon words ({len(lexicon)} in the lexicon)" if featurizer.words is not None else "")
         + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
-    return Run(config, splits, featurizer, Tagger(model, featurizer, config), parts)
+    pipeline = (Tagger if task.kind == "tagging" else Classifier)(model, featurizer, config)
+    return Run(config, splits, featurizer, pipeline, parts)
+
+
+def make_task(splits: dict[str, Corpus], config: Config) -> Task:
+    """Span tagging for corpora with tags, sentence classification for corpora with labels."""
+    if splits["train"].scheme is not None:
+        return SpanTagging.build(splits)
+    return SentenceClassification.build(splits, config.data.metric or dataset_metric(config.data.dataset))
+
+
+def dataset_metric(dataset: str) -> str:
+    """The metric a registered classification dataset is reported with (CoLA: MCC), else accuracy."""
+    info = DATASETS.get(str(dataset))
+    return getattr(info, "metric", None) or "accuracy"
+
+
+def token_unit(corpus: Corpus) -> str:
+    """"word" for text read as words (English: examples record the spaces between them), else "char"."""
+    return "word" if corpus.sentences and corpus.sentences[0].spaces is not None else "char"
+
+
+def _labels(task: Task) -> str:
+    if task.kind == "tagging":
+        return f"{len(task.labels)} tags ({task.scheme})"
+    return f"{len(task.labels)} labels ({', '.join(task.labels)}), selected on {task.metric}"
 
 
 def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, Corpus]]]:
@@ -273,8 +304,8 @@ def train(
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
 
-    train_items = [featurizer.encode(s.tokens, s.tags) for s in run.splits["train"]]
-    lengths = [len(it["chars"]) for it in train_items]
+    train_items = [featurizer.encode(s) for s in run.splits["train"]]
+    lengths = [it["n"] for it in train_items]
 
     def epoch_batches(epoch: int) -> list[list[int]]:
         seed = tc.seed * 100_003 + epoch
@@ -349,32 +380,34 @@ def train(
             "lr": optimizer.param_groups[0]["lr"],
             "train_loss": loss_sum / max(1, n_sent),
             "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
-            dev_label: headline(dev),
+            dev_label: tagger.task.headline(dev),
         }
-        if dev["strict"]["f1"] > state["best_f1"]:
+        score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
+        if score > state["best_f1"]:
             test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
-            state.update(best_f1=dev["strict"]["f1"], best_epoch=epoch + 1, bad_epochs=0)
+            state.update(best_f1=score, best_epoch=epoch + 1, bad_epochs=0)
             state["best"] = {"dev": dev, "test": test}
             if run.parts:  # a union: each corpus's own test score too
                 state["best"]["test_per_corpus"] = {
-                    name: headline(tagger.evaluate(splits["test"], tc.eval_batch_size)) for name, splits in run.parts.items()
+                    name: tagger.task.headline(tagger.evaluate(splits["test"], tc.eval_batch_size))
+                    for name, splits in run.parts.items()
                 }
-            record["test"] = headline(test)
-            tagger.metrics = _metrics(config, state, started, "running", dev_label)
+            record["test"] = tagger.task.headline(test)
+            tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
             tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
             lexicon_saved = True
         else:
             state["bad_epochs"] += 1
         record["best_epoch"] = state["best_epoch"]
         record["seconds"] = round(time.perf_counter() - started, 2)
-        warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label)
+        warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label) if tagger.task.kind == "tagging" else None
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
         with open(out_dir / LOG, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         log(
-            f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} F1 {dev['strict']['f1']:.2f} "
+            f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
         )
         state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
@@ -389,7 +422,7 @@ def train(
 
     if not ctx.is_main:
         return {}
-    tagger.metrics = _metrics(config, state, started, stop_reason, dev_label)
+    tagger.metrics = _metrics(config, tagger.task, state, started, stop_reason, dev_label)
     tagger.save_metrics(out_dir)
     ckpt_path.unlink(missing_ok=True)
     return tagger.metrics
@@ -413,11 +446,13 @@ def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch
     return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def _metrics(config: Config, state: dict, started: float, status: str, dev_label: str) -> dict:
+def _metrics(config: Config, task: Task, state: dict, started: float, status: str, dev_label: str) -> dict:
     best = state["best"] or {}
     return {
         "model": config.model.name,
         "dataset": config.data.dataset,
+        "task": task.kind,
+        "metric": task.metric,  # the dev metric that selected best_epoch
         "seed": config.train.seed,
         "status": status,
         "best_epoch": state["best_epoch"],

@@ -1,0 +1,29 @@
+"""The sentence classifier: a trained classification model as a pipeline from texts to labels with their scores.
+
+    classifier = Classifier.load("runs/bert_sst2")
+    classifier.predict(["a charming and often affecting journey ."])
+    # [{"label": "1", "scores": {"0": 0.02, "1": 0.98}}]
+
+A text of any length is classified whole: the model reads it in BERT-sized windows (zhner.models.modeling_bert).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from zhner.pipeline import Pipeline
+
+
+class Classifier(Pipeline):
+    kind = "classification"
+
+    def _empty(self) -> dict:
+        """An empty text has no tokens: the model is not called, and no label is preferred."""
+        share = round(1 / len(self.task.labels), 6)
+        return {"label": None, "scores": {label: share for label in self.task.labels}}
+
+    def predict(self, texts: Iterable[str], batch_size: int = 32) -> list[dict]:
+        """{"label", "scores"} for each text: the most probable label and every label's probability."""
+        return self.predictions(self.examples(list(texts)), batch_size)
+
+    def record(self, text: str, prediction: dict) -> dict:
+        return {"text": text, **prediction}

@@ -1,0 +1,191 @@
+"""Field encoders: each turns one input of an example into id lists, pads a batch of them into tensors, and saves its
+vocabulary into the model directory (vocab.json). A model declares the fields it reads (zhner.models.inputs.fields_for);
+the Featurizer runs them.
+
+Batch keys by field:
+- chars: chars [B, L] (ids of the digit-normalised characters);
+- bigrams: bigrams [B, L] (bigram i = characters i, i+1; the last pairs with an end marker);
+- lexicon: words [B, W] (ids; absent when word vectors are composed from the characters), word_starts [B, W],
+  word_ends [B, W] (inclusive character index), word_mask [B, W]: the lexicon words matched in the sentence, ordered by
+  (start, end); W >= 1 so that no model meets an empty dimension;
+- pieces: bert_ids [B, P + 2] ([CLS] pieces [SEP], padded with [PAD]); for word-level text (English) also first_piece
+  [B, L], the index in bert_ids of each word's first piece (labels sit on the first piece, as BERT's NER recipe does).
+Every batch also has mask [B, L] (True = a real token), made by the Featurizer.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import torch
+
+from zhner.data.example import Example
+from zhner.data.vocab import Vocab, bigrams, normalize_char
+from zhner.errors import ZhnerError
+from zhner.lexicon.lexicon import Lexicon
+from zhner.nn.bert import CLS, PAD, SEP, UNK
+
+
+def pad(rows: list[list[int]], width: int, value: int = 0) -> torch.Tensor:
+    """Id lists -> [len(rows), width] long tensor, right-padded with `value`."""
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for b, row in enumerate(rows):
+        if row:
+            out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+class CharField:
+    """The characters, digit-normalised as the vocabulary was built (TENER maps every digit to 0)."""
+
+    name = "chars"
+
+    def __init__(self, vocab: Vocab, normalize_digits: bool):
+        self.vocab = vocab
+        self.normalize_digits = normalize_digits
+
+    def normalized(self, tokens: Iterable[str]) -> list[str]:
+        return [normalize_char(c, self.normalize_digits) for c in tokens]
+
+    def encode(self, example: Example) -> dict[str, list[int]]:
+        return {"chars": self.vocab.encode(self.normalized(example.tokens))}
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        return {"chars": pad([it["chars"] for it in items], width)}
+
+    def sizes(self) -> dict[str, int]:
+        return {"chars": len(self.vocab)}
+
+    def to_dict(self) -> dict:
+        return {"vocab": self.vocab.to_list(), "normalize_digits": self.normalize_digits}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CharField":
+        return cls(Vocab.from_list(d["vocab"]), bool(d["normalize_digits"]))
+
+
+class BigramField:
+    name = "bigrams"
+
+    def __init__(self, vocab: Vocab, normalize_digits: bool):
+        self.vocab = vocab
+        self.normalize_digits = normalize_digits
+
+    def encode(self, example: Example) -> dict[str, list[int]]:
+        norm = [normalize_char(c, self.normalize_digits) for c in example.tokens]
+        return {"bigrams": self.vocab.encode(bigrams(norm))}
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        return {"bigrams": pad([it["bigrams"] for it in items], width)}
+
+    def sizes(self) -> dict[str, int]:
+        return {"bigrams": len(self.vocab)}
+
+    def to_dict(self) -> dict:
+        return {"vocab": self.vocab.to_list(), "normalize_digits": self.normalize_digits}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BigramField":
+        return cls(Vocab.from_list(d["vocab"]), bool(d["normalize_digits"]))
+
+
+class LexiconField:
+    """Lexicon words matched in the text (lattice models). The lexicon itself is saved as lexicon.txt beside vocab.json;
+    `words` is None when the model composes word vectors from characters (any lexicon word can then be matched)."""
+
+    name = "lexicon"
+
+    def __init__(self, lexicon: Lexicon, words: Vocab | None):
+        self.lexicon = lexicon
+        self.words = words
+
+    @staticmethod
+    def word_counts(lexicon: Lexicon, examples: Iterable[Example]) -> Counter:
+        return Counter(w for ex in examples for _, _, w in lexicon.match(ex.text))
+
+    def encode(self, example: Example) -> dict[str, list[int]]:
+        matches = self.lexicon.match("".join(example.tokens))  # sorted by (start, end)
+        item = {"word_starts": [s for s, _, _ in matches], "word_ends": [e - 1 for _, e, _ in matches]}
+        if self.words is not None:
+            item["words"] = self.words.encode(w for _, _, w in matches)
+        return item
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        counts = [len(it["word_starts"]) for it in items]
+        W = max(1, max(counts))
+        batch = {"word_mask": torch.arange(W)[None, :] < torch.tensor(counts)[:, None]}
+        for key in ("words", "word_starts", "word_ends"):
+            if key in items[0]:
+                batch[key] = pad([it[key] for it in items], W)
+        return batch
+
+    def sizes(self) -> dict[str, int]:
+        return {"words": len(self.words)} if self.words is not None else {}
+
+    def to_dict(self) -> dict:
+        return {"words": self.words.to_list() if self.words is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: dict, lexicon: Lexicon) -> "LexiconField":
+        return cls(lexicon, Vocab.from_list(d["words"]) if d.get("words") is not None else None)
+
+
+class PieceField:
+    """BERT's input: the text as word pieces of BERT's own vocabulary, [CLS] ... [SEP].
+
+    unit "char" (Chinese): one vocabulary entry per character, lower-cased as BERT's basic tokenizer does ([UNK] when
+    missing), so piece i + 1 is character i. unit "word" (English): each word split into WordPieces; first_piece gives
+    each word's first piece. BERT reads the raw text, not the digit-normalised characters."""
+
+    name = "pieces"
+
+    def __init__(self, vocab: dict[str, int], unit: str = "char", lowercase: bool = True):
+        if unit not in ("char", "word"):
+            raise ValueError(f"unknown token unit {unit!r}")
+        self.vocab = vocab
+        self.unit = unit
+        self.lowercase = lowercase
+        self.wordpiece = None
+        if unit == "word":
+            from zhner.data.wordpiece import WordPiece
+
+            self.wordpiece = WordPiece(vocab, lowercase=lowercase)
+        self.cls, self.sep, self.pad_id, self.unk = vocab[CLS], vocab[SEP], vocab.get(PAD, 0), vocab[UNK]
+
+    def encode(self, example: Example) -> dict[str, list[int]]:
+        if self.unit == "char":
+            get = self.vocab.get
+            ids = [get(c.lower() if self.lowercase else c, self.unk) for c in example.tokens]
+            return {"bert_ids": [self.cls, *ids, self.sep]}
+        ids, first = self.wordpiece.encode_words(example.tokens)
+        return {"bert_ids": [self.cls, *ids, self.sep], "first_piece": [f + 1 for f in first]}
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        batch = {"bert_ids": pad([it["bert_ids"] for it in items], max(len(it["bert_ids"]) for it in items), self.pad_id)}
+        if self.unit == "word":
+            batch["first_piece"] = pad([it["first_piece"] for it in items], width)
+        return batch
+
+    def sizes(self) -> dict[str, int]:
+        return {"pieces": max(self.vocab.values()) + 1}
+
+    def to_dict(self) -> dict:
+        return {"vocab": self.vocab, "unit": self.unit, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PieceField":
+        return cls(dict(d["vocab"]), d.get("unit", "char"), bool(d.get("lowercase", True)))
+
+
+Field = CharField | BigramField | LexiconField | PieceField
+
+
+def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
+    if name == "lexicon":
+        if lexicon is None:
+            raise ZhnerError("a lexicon field needs the model's lexicon.txt")
+        return LexiconField.from_dict(d, lexicon)
+    kinds = {"chars": CharField, "bigrams": BigramField, "pieces": PieceField}
+    if name not in kinds:
+        raise ValueError(f"unknown field {name!r}")
+    return kinds[name].from_dict(d)

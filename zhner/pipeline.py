@@ -1,0 +1,231 @@
+"""The model directory: a trained model plus everything needed to run it (config, fields, task), saved as one
+self-contained directory and loaded back as the pipeline of its task.
+
+    pipeline = zhner.load("runs/bert_sst2")  # a Tagger (span tagging) or a Classifier (sentence classification)
+    pipeline.predict(["a charming and often affecting journey ."])
+
+A model directory holds config.yaml, vocab.json (fields and task), model.safetensors, metrics.json and, for lattice
+models, lexicon.txt. What differs between tasks lives in the task (zhner.tasks) and in the two subclasses,
+zhner.tagger.Tagger and zhner.classifier.Classifier; this class holds what they share.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from zhner.config import Config, config_from_dict, dump_config
+from zhner.data.batching import budget_batches
+from zhner.data.corpus import Corpus
+from zhner.data.example import Example, example_from_text
+from zhner.errors import ZhnerError
+from zhner.fileio import atomic_write_text
+from zhner.lexicon.lexicon import Lexicon
+from zhner.models import MODELS
+from zhner.models.inputs import Featurizer
+from zhner.tasks import Task, task_from_dict
+
+CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
+MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
+T = TypeVar("T")
+
+
+def configured(config: Config, featurizer: Featurizer) -> Config:
+    """`config` with the model section's labels, scheme and vocabulary sizes set from the fields and task, so that the
+    model is built from its config alone (and config.yaml says what the model outputs)."""
+    task = featurizer.task
+    update = {"labels": list(task.labels), "vocab_sizes": featurizer.vocab_sizes()}
+    if "scheme" in type(config.model).model_fields:
+        update["scheme"] = getattr(task, "scheme", None)
+    return config.model_copy(update={"model": config.model.model_copy(update=update)})
+
+
+def build_model(config: Config, featurizer: Featurizer) -> torch.nn.Module:
+    """The model of a config whose labels and sizes are set (see `configured`), checked against the task."""
+    _, model_class = MODELS[config.model.name]
+    kind = model_class.task_kind
+    if featurizer.task is not None and featurizer.task.kind != kind:
+        raise ZhnerError(
+            f"model.name: {config.model.name} is a {kind} model, but the data is for {featurizer.task.kind}"
+            f" (use {'bert_classifier' if featurizer.task.kind == 'classification' else 'a tagger such as bert_tagger'})",
+            "config",
+        )
+    return model_class(config.model)
+
+
+def run_in_batches(
+    featurizer: Featurizer,
+    examples: Sequence[Example | Sequence[str]],
+    batch_size: int,
+    max_cells: int,
+    run: Callable[[dict[str, torch.Tensor], list[int]], list[T]],
+    empty: T,
+) -> list[T]:
+    """`run(batch, lengths)` over examples (or token lists) in length-aware batches bounded by `max_cells`
+    (examples x length^2), one result per example, in input order. Empty ones get `empty` without a model call."""
+    out: list[T | None] = [None] * len(examples)
+    lengths = [len(s) for s in examples]
+    for idx in budget_batches(lengths, batch_size, max_cells):
+        todo = [i for i in idx if lengths[i] > 0]
+        for i in idx:
+            if lengths[i] == 0:
+                out[i] = empty
+        if not todo:
+            continue
+        batch = featurizer.collate([featurizer.encode(examples[i], labelled=False) for i in todo])
+        for i, result in zip(todo, run(batch, [lengths[i] for i in todo])):
+            out[i] = result
+    return out  # type: ignore[return-value]
+
+
+class Pipeline:
+    kind = ""  # the task kind a subclass runs
+
+    def __init__(self, model: torch.nn.Module, featurizer: Featurizer, config: Config, metrics: dict | None = None):
+        self.model = model.eval()
+        self.featurizer = featurizer
+        self.config = config
+        self.metrics = metrics or {}
+
+    @property
+    def task(self) -> Task:
+        return self.featurizer.task
+
+    # -- persistence ----------------------------------------------------------------------------------------------
+    def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None, lexicon: bool = True) -> None:
+        """Write the model directory (each file atomically). `weights` defaults to the current model state;
+        `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / CONFIG, dump_config(self.config))
+        atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
+        if lexicon and self.featurizer.lexicon is not None:
+            self.featurizer.lexicon.save(directory / LEXICON)
+        state = weights if weights is not None else self.model.state_dict()
+        # safetensors writes by path: write a temporary file, then rename it over the old one
+        partial = directory / f".{WEIGHTS}.partial"
+        try:
+            save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(partial))
+            partial.replace(directory / WEIGHTS)
+        finally:
+            partial.unlink(missing_ok=True)
+        self.save_metrics(directory)
+
+    def save_metrics(self, directory: str | Path) -> None:
+        atomic_write_text(Path(directory) / METRICS, json.dumps(self.metrics, indent=2, ensure_ascii=False))
+
+    @staticmethod
+    def task_kind(directory: str | Path) -> str:
+        """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise ZhnerError("no such model directory", directory)
+        try:
+            return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Any:
+        """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
+        right class)."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise ZhnerError("no such model directory", directory)
+        raw = read_yaml(directory / CONFIG)
+        if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
+            raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
+        config = config_from_dict(raw, str(directory / CONFIG))
+        try:
+            vocab = Featurizer.upgrade(read_json(directory / VOCAB))
+            task = task_from_dict(vocab["task"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        if cls.kind != task.kind:
+            other = "Classifier" if cls.kind == "tagging" else "Tagger"
+            raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", directory)
+        lexicon = None
+        if vocab.get("lexicon"):
+            if not (directory / LEXICON).exists():
+                raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
+            lexicon = Lexicon.load(directory / LEXICON)
+        try:
+            featurizer = Featurizer.from_dict(vocab, lexicon, task)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
+        model = build_model(config, featurizer)
+        try:
+            state = load_file(str(directory / WEIGHTS))
+        except FileNotFoundError:
+            raise ZhnerError("missing weights file", directory / WEIGHTS) from None
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as exc:
+            first = str(exc).splitlines()[0]
+            raise ZhnerError(f"weights do not fit the config/vocabulary: {first}", directory / WEIGHTS) from None
+        metrics_path = directory / METRICS
+        metrics = read_json(metrics_path) if metrics_path.exists() else {}
+        return cls(model, featurizer, config, metrics)
+
+    # -- running --------------------------------------------------------------------------------------------------
+    def examples(self, texts: Iterable[str]) -> list[Example]:
+        """Raw texts as the examples the model reads (characters, or words for English models)."""
+        return [example_from_text(text, self.featurizer.unit) for text in texts]
+
+    @torch.no_grad()
+    def predictions(self, examples: Sequence[Example | Sequence[str]], batch_size: int = 32) -> list:
+        """The task's prediction for each example (tags, or a label with its scores), in batches."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+
+        def run(batch: dict[str, torch.Tensor], lengths: list[int]) -> list:
+            if device.type != "cpu":
+                batch = {k: v.to(device) for k, v in batch.items()}
+            return self.task.predictions(self.model, batch)
+
+        return run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, run, self._empty())
+
+    def _empty(self) -> Any:
+        return []
+
+    def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
+        """Score on a labelled corpus with the task's scorer (tagging: strict + lenient span P/R/F1 in percent, per
+        type, Span F, Type Acc; classification: accuracy, MCC, macro-F1, F0.5, per label)."""
+        scorer = self.task.scorer()
+        for example, predicted in zip(corpus.sentences, self.predictions(corpus.sentences, batch_size)):
+            scorer.add_example(example, predicted, corpus.scheme)
+        return scorer.result()
+
+    def predict(self, texts: Iterable[str], batch_size: int = 32) -> list:
+        raise NotImplementedError
+
+    def record(self, text: str, prediction: Any) -> dict:
+        """One output record of `zhner predict` / the service for a text and its prediction."""
+        raise NotImplementedError
+
+
+def read_yaml(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ZhnerError("missing file in the model directory", path) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ZhnerError("missing file in the model directory", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
