@@ -37,7 +37,8 @@ from zhner.models.base import (
     attention_bytes,
     char_input,
 )
-from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, span_attention_mask
+from zhner.nn.encoder import EncoderLayer
+from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
 from zhner.nn.span_position import SpanPositionEncoding
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
@@ -105,7 +106,7 @@ class FLAT(SequenceTagger):
         self.word_proj = nn.Linear(word_dim, d_model)
         self.position = SpanPositionEncoding(d_model, config.position_fusion)
         self.layers = nn.ModuleList(
-            FlatEncoderLayer(
+            EncoderLayer(
                 FlatRelativeAttention(
                     d_model, config.heads, config.attn_dropout, config.scaled, config.project_k, config.out_proj
                 ),

@@ -16,7 +16,8 @@ Cost (exactly the equation above, computed in a cheaper order):
 2. The model's last layer computes only the character queries (its word outputs would be discarded).
 
 Options reproduce the authors' release (DESIGN.md): `scaled=False` (no 1/sqrt(d_head)), `project_k=False` (K = the input,
-W_{k,E} = identity), `out_proj=False` (no output projection). `FlatEncoderLayer` is the post-norm layer around it.
+W_{k,E} = identity), `out_proj=False` (no output projection). The post-norm layer around it is zhner/nn/encoder.py's
+`EncoderLayer`.
 
 Queries and keys may be two different span sequences: NFLAT's inter-attention (zhner/nn/interformer.py) has character
 queries and lexicon-word keys (NFLAT Eq. 1-4); `FlatRelativeAttention.attend(queries, keys)` serves both, FLAT's
@@ -28,7 +29,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from zhner.nn.encoder import FeedForward
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.span_position import DensePositions, SpanPositions
 
@@ -169,40 +169,3 @@ class FlatRelativeAttention(nn.Module):
         attn = self.dropout(attn)
         out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, D)  # [B, Q, D]
         return self.out(out) if self.out is not None else out
-
-
-class FlatEncoderLayer(nn.Module):
-    """Post-norm layer: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FFN(x))) (NFLAT Eq. 9-10 with `memory`: x attends to it).
-
-    residual=False reproduces the release, whose post-processing adds the sublayer output to itself: LN(2 * sublayer)."""
-
-    def __init__(self, attention: FlatRelativeAttention, d_model: int, d_ff: int, dropout: float, residual: bool = True):
-        super().__init__()
-        self.attention = attention
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.residual = residual
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        positions: SpanPositions | DensePositions | None,
-        allowed: torch.Tensor,
-        num_queries: int | None = None,
-        span_mask: torch.Tensor | None = None,
-        memory: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Self-attention (memory None): x [B, N, D] -> [B, Q, D], only the first Q spans are updated (the last layer needs
-        the characters only); span_mask [B, N] only for a selector. Cross-attention: x [B, Q, D] attends to memory
-        [B, N, D] -> [B, Q, D]."""
-        if memory is None:
-            Q = x.shape[1] if num_queries is None else num_queries
-            a = self.dropout(self.attention(x, positions, allowed, Q, span_mask))
-        else:
-            a = self.dropout(self.attention.attend(x, memory, positions, allowed))
-            Q = x.shape[1]
-        x = x[:, :Q]
-        x = self.norm1(x + a if self.residual else a + a)
-        f = self.dropout(self.ffn(x))
-        return self.norm2(x + f if self.residual else f + f)

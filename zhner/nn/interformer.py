@@ -8,7 +8,7 @@ one sequence (characters) attends to another (lexicon words); the output has the
 
 This is FLAT's Eq. 11 attention with queries and keys from different sequences, so it reuses FLAT's modules
 (zhner/nn/span_position.py's `SpanPositionEncoding` with separate key spans, zhner/nn/flat_attention.py's
-`FlatRelativeAttention.attend` and `FlatEncoderLayer` with `memory`), set up
+`FlatRelativeAttention.attend`, zhner/nn/encoder.py's `EncoderLayer` with `memory`), set up
 as the release has it: K projected, unscaled, no output projection, a real residual, R*_ij = W_{k,R} R_ij folded into
 the query. Memory: scores are [B, H, n, m + 1], never [B, H, n + m, n + m] as in FLAT.
 
@@ -21,7 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention
+from zhner.nn.encoder import EncoderLayer
+from zhner.nn.flat_attention import FlatRelativeAttention
 from zhner.nn.span_position import SpanPositionEncoding, SpanPositions
 
 
@@ -45,7 +46,7 @@ class InterFormer(nn.Module):
         # <non_word>: one learned key, scaled like a unit-norm input row
         self.non_word = nn.Parameter(torch.randn(d_model) / d_model**0.5) if non_word else None
         self.layers = nn.ModuleList(
-            FlatEncoderLayer(
+            EncoderLayer(
                 FlatRelativeAttention(d_model, heads, attn_dropout, scaled=False, project_k=True, out_proj=False, relative=rpe),
                 d_model,
                 d_ff,
