@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import httpx  # only to wait for the server to come up
+from _texts import long_text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -103,18 +104,6 @@ class Connection:
         if self.writer is not None:
             self.writer.close()
             self.reader = self.writer = None
-
-
-def long_text(chars: int) -> str:
-    from zhner.data.corpus import read_corpus
-    from zhner.data.registry import find_file
-
-    text = ""
-    for sentence in read_corpus(find_file("msra", "test")).sentences:
-        text += sentence.text
-        if len(text) >= chars:
-            break
-    return text[:chars]
 
 
 def latency_summary(latencies: list[float]) -> dict:

@@ -23,20 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _texts import long_text  # noqa: E402
 from zhner.data.longtext import SENTENCE_END  # noqa: E402
-from zhner.data.corpus import read_corpus  # noqa: E402
-from zhner.data.registry import find_file  # noqa: E402
 from zhner.serve.predict import predict_stream  # noqa: E402
 from zhner.tagger import Tagger, default_model_dir  # noqa: E402
-
-
-def long_text(chars: int) -> str:
-    text = ""
-    for sentence in read_corpus(find_file("msra", "test")).sentences:
-        text += sentence.text
-        if len(text) >= chars:
-            break
-    return text[:chars].replace("\n", "")
 
 
 def sentences(text: str) -> list[str]:
@@ -67,7 +57,7 @@ def main() -> None:
     parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
     args = parser.parse_args()
     tagger = Tagger.load(args.model or default_model_dir())
-    text = long_text(args.chars)
+    text = long_text(args.chars).replace("\n", "")  # one line (MSRA test sentences hold no line breaks)
     parts = sentences(text)
     one_s, (one,) = timed(tagger, [text], args.repeats)
     split_s, split = timed(tagger, parts, args.repeats)

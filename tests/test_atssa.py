@@ -9,9 +9,10 @@ import torch
 from conftest import REPO
 from zhner.config import load_config
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
-from zhner.nn.flat_attention import FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
+from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
 from zhner.nn.position import sinusoid
 from zhner.nn.selective_attention import SelectiveAttention
+from zhner.nn.span_position import SpanPositionEncoding
 from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.word_fusion import WordFusion, words_per_char
 from zhner.tagger import Tagger

@@ -8,14 +8,9 @@ import torch
 from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
-from zhner.nn import flat_attention as fa
-from zhner.nn.flat_attention import (
-    FlatRelativeAttention,
-    SpanPositionEncoding,
-    position_scores,
-    span_attention_mask,
-    span_distances,
-)
+from zhner.nn import span_position as sp
+from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
+from zhner.nn.span_position import SpanPositionEncoding, position_scores, span_distances
 from zhner.config import Config, config_from_dict, load_config
 from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare
@@ -88,23 +83,23 @@ def test_projected_tables_equal_eq8(fusion):
 
 
 def test_gathered_scores_gradcheck(monkeypatch):
-    monkeypatch.setattr(fa, "_CHUNK_ELEMENTS", 16)  # several chunks of query rows
+    monkeypatch.setattr(sp, "_CHUNK_ELEMENTS", 16)  # several chunks of query rows
     g = torch.Generator().manual_seed(0)
     qr = torch.randn(6, 2, 5, dtype=torch.double, generator=g, requires_grad=True)
     table = torch.randn(9, 5, dtype=torch.double, generator=g, requires_grad=True)
     index = torch.randint(0, 9, (6, 4), generator=g)
-    assert torch.autograd.gradcheck(lambda q, t: fa._GatheredScores.apply(q, t, index), (qr, table))
+    assert torch.autograd.gradcheck(lambda q, t: sp._GatheredScores.apply(q, t, index), (qr, table))
     expected = torch.einsum("rhd,rjd->rjh", qr, table[index])
-    assert torch.allclose(fa._GatheredScores.apply(qr, table, index), expected)
+    assert torch.allclose(sp._GatheredScores.apply(qr, table, index), expected)
 
 
 @pytest.mark.parametrize("rows", [5, 40])  # P <= N: score every table row, then gather; P > N: gather R rows in chunks
 def test_position_scores_both_paths(rows, monkeypatch):
-    monkeypatch.setattr(fa, "_CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(sp, "_CHUNK_ELEMENTS", 64)
     g = torch.Generator().manual_seed(0)
     B, N, H, D = 2, 9, 3, 8
     table = torch.randn(rows, D, generator=g, requires_grad=True)
-    positions = fa.SpanPositions(table, torch.randint(0, rows, (B, N, N), generator=g))
+    positions = sp.SpanPositions(table, torch.randint(0, rows, (B, N, N), generator=g))
     qr = torch.randn(B, N, H, D, generator=g, requires_grad=True)
     expected = torch.einsum("bihd,bijd->bijh", qr, positions.dense())
     got = position_scores(qr, positions)

@@ -10,9 +10,9 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.nn import tener_attention
-from zhner.nn.flat_attention import SpanPositionEncoding
 from zhner.nn.interformer import InterFormer
 from zhner.nn.position import sinusoid
+from zhner.nn.span_position import SpanPositionEncoding
 from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare

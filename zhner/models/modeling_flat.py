@@ -1,5 +1,6 @@
 """FLAT (Li et al., ACL 2020): characters and the lexicon words matched in the sentence as one flat sequence of spans,
-a Transformer encoder with span relative position encoding (Eq. 4-11, see zhner/nn/flat_attention.py), CRF over characters.
+a Transformer encoder with span relative position encoding (Eq. 4-11, see zhner/nn/span_position.py and
+zhner/nn/flat_attention.py), CRF over characters.
 
     chars [B, L] -> [char emb ; bigram emb] -> Linear -> [B, L, D]   heads = tails = 0..L-1
     words [B, W] -> word emb -> Linear      -> [B, W, D]             heads = word_starts, tails = word_ends
@@ -36,7 +37,9 @@ from zhner.models.base import (
     attention_bytes,
     char_input,
 )
-from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, span_attention_mask
+from zhner.nn.encoder import EncoderLayer
+from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
+from zhner.nn.span_position import SpanPositionEncoding
 
 # what preset "compat" sets (fields the user sets explicitly keep their value, so ablations on top of compat work)
 COMPAT = {
@@ -104,7 +107,7 @@ class FLAT(SequenceTagger):
         self.word_proj = nn.Linear(word_dim, d_model)
         self.position = SpanPositionEncoding(d_model, config.position_fusion)
         self.layers = nn.ModuleList(
-            FlatEncoderLayer(
+            EncoderLayer(
                 FlatRelativeAttention(
                     d_model, config.heads, config.attn_dropout, config.scaled, config.project_k, config.out_proj
                 ),

@@ -31,9 +31,9 @@ from zhner.models.base import (
     attention_bytes,
     char_input,
 )
-from zhner.nn.tener_attention import RelativeSelfAttention
-from zhner.nn.encoder import TransformerLayer
+from zhner.nn.encoder import EncoderLayer
 from zhner.nn.interformer import InterFormer
+from zhner.nn.tener_attention import RelativeSelfAttention
 
 
 class NFLATConfig(ModelConfig):
@@ -80,7 +80,7 @@ class NFLAT(SequenceTagger):
             d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout, config.rpe, config.non_word
         )
         self.encoder = nn.ModuleList(
-            TransformerLayer(RelativeSelfAttention(d_model, self_heads, config.attn_dropout), d_model, d_ff, config.dropout)
+            EncoderLayer(RelativeSelfAttention(d_model, self_heads, config.attn_dropout), d_model, d_ff, config.dropout)
             for _ in range(config.layers)
         )
         self.fc_dropout = nn.Dropout(config.fc_dropout)

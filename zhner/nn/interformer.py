@@ -6,8 +6,9 @@ one sequence (characters) attends to another (lexicon words); the output has the
     R_ij = ReLU(W_r [p_{h_i^c - h_j^w} ; p_{t_i^c - t_j^w}])                                      Eq. 4 (FLAT's ff_two)
     multi-head (Eq. 7-8), then FFN (Eq. 9), each sublayer LayerNorm(X + SubModule(X)) (Eq. 10).
 
-This is FLAT's Eq. 11 attention with queries and keys from different sequences, so it reuses zhner/nn/flat_attention.py
-(`SpanPositionEncoding` with separate key spans, `FlatRelativeAttention.attend`, `FlatEncoderLayer` with `memory`), set up
+This is FLAT's Eq. 11 attention with queries and keys from different sequences, so it reuses FLAT's modules
+(zhner/nn/span_position.py's `SpanPositionEncoding` with separate key spans, zhner/nn/flat_attention.py's
+`FlatRelativeAttention.attend`, zhner/nn/encoder.py's `EncoderLayer` with `memory`), set up
 as the release has it: K projected, unscaled, no output projection, a real residual, R*_ij = W_{k,R} R_ij folded into
 the query. Memory: scores are [B, H, n, m + 1], never [B, H, n + m, n + m] as in FLAT.
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zhner.nn.flat_attention import FlatEncoderLayer, FlatRelativeAttention, SpanPositionEncoding, SpanPositions
+from zhner.nn.encoder import EncoderLayer
+from zhner.nn.flat_attention import FlatRelativeAttention
+from zhner.nn.span_position import SpanPositionEncoding, SpanPositions
 
 
 class InterFormer(nn.Module):
@@ -43,7 +46,7 @@ class InterFormer(nn.Module):
         # <non_word>: one learned key, scaled like a unit-norm input row
         self.non_word = nn.Parameter(torch.randn(d_model) / d_model**0.5) if non_word else None
         self.layers = nn.ModuleList(
-            FlatEncoderLayer(
+            EncoderLayer(
                 FlatRelativeAttention(d_model, heads, attn_dropout, scaled=False, project_k=True, out_proj=False, relative=rpe),
                 d_model,
                 d_ff,
