@@ -89,16 +89,13 @@ def run_point(spec_path: str) -> dict:
     import torch
 
     from zhner.models import MODELS
-    from zhner.nn.crf import allowed_transitions
 
     torch.set_num_threads(1)
     spec = torch.load(spec_path, weights_only=False)
     config_class, model_class = MODELS[spec["model"]["name"]]
     torch.manual_seed(0)
-    model = model_class(
-        config_class.model_validate(spec["model"]), spec["vocab_sizes"], len(spec["tags"]),
-        allowed_transitions(spec["tags"], spec["scheme"]),
-    )
+    sizes = {"labels": spec["tags"], "scheme": spec["scheme"], "vocab_sizes": spec["vocab_sizes"]}
+    model = model_class(config_class.model_validate(spec["model"] | sizes))
     batch, mode = spec["batch"], spec["mode"]
     if spec.get("variant") == "all_span_queries":
         model.emissions = types.MethodType(_all_span_queries_emissions, model)

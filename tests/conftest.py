@@ -39,6 +39,12 @@ TINY_TENER = [
 
 
 # -- shared checks of the lattice models (FLAT, NFLAT) ---------------------------------------------------------------------
+def sized(config, vocab_sizes: dict, num_labels: int):
+    """A model config with vocabulary sizes and `num_labels` generic labels (no scheme: an unconstrained CRF), as the
+    pipeline fills them from the data; for unit tests of a model's shapes."""
+    return config.model_copy(update={"vocab_sizes": vocab_sizes, "labels": [f"T{i}" for i in range(num_labels)]})
+
+
 def lattice_batch(run, sentences):
     f = run.featurizer
     return f.collate([f.encode(s.tokens, s.tags) for s in sentences])

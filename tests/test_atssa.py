@@ -264,9 +264,9 @@ def tiny_run(shared_data):
 )
 def test_ablation_switches(tiny_run, switch, check):
     run, batch = tiny_run
-    default = ATSSA(run.config.model, run.featurizer.vocab_sizes(), len(run.featurizer.tags))
+    default = ATSSA(run.config.model)
     cfg = tiny_config([switch]).model.model_copy(update={"char_dim": run.config.model.char_dim, "bigram_dim": run.config.model.bigram_dim})
-    model = ATSSA(cfg, run.featurizer.vocab_sizes(), len(run.featurizer.tags)).eval()
+    model = ATSSA(cfg).eval()
     assert check(model) and not check(default)
     with torch.no_grad():
         model.decode(batch)

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, sized
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
@@ -56,7 +56,7 @@ def test_flat_traceable_emissions_equal_the_fast_path(fusion, words):
     torch.manual_seed(0)
     cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=5, layers=2, position_fusion=fusion, word_embedding=words,
                      msm=fusion == "ff_four", mld=fusion == "head")
-    model = FLAT(cfg, {"chars": 30, "bigrams": 30, "words": 30}, num_tags=5).eval()
+    model = FLAT(sized(cfg, {"chars": 30, "bigrams": 30, "words": 30}, 5)).eval()
     batch = _lattice_batch()
     with torch.no_grad():
         assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
@@ -64,13 +64,13 @@ def test_flat_traceable_emissions_equal_the_fast_path(fusion, words):
 
 def test_bilstm_traceable_emissions_equal_the_packed_ones():
     torch.manual_seed(0)
-    model = BiLSTMCRF(BiLSTMCRFConfig(hidden=8, char_dim=6, bigram_dim=5), {"chars": 30, "bigrams": 30}, num_tags=5).eval()
+    model = BiLSTMCRF(sized(BiLSTMCRFConfig(hidden=8, char_dim=6, bigram_dim=5), {"chars": 30, "bigrams": 30}, 5)).eval()
     batch = _lattice_batch()
     mask = batch["mask"]
     with torch.no_grad():
         got, expected = model.traceable_emissions(batch), model.emissions(batch)
     assert torch.allclose(got[mask], expected[mask], atol=1e-5)
-    two = BiLSTMCRF(BiLSTMCRFConfig(hidden=8, layers=2), {"chars": 30, "bigrams": 30}, num_tags=5)
+    two = BiLSTMCRF(sized(BiLSTMCRFConfig(hidden=8, layers=2), {"chars": 30, "bigrams": 30}, 5))
     with pytest.raises(ZhnerError, match="layers=1"):
         two.traceable_emissions(batch)
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
+from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.nn import span_position as sp
@@ -181,7 +181,7 @@ def test_emission_shapes_and_config():
     sizes = {"chars": 20, "bigrams": 30, "words": 15}
     for fusion in ("ff_two", "ff_four", "head"):
         cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=5, position_fusion=fusion, layers=2, msm=True, mld=True)
-        model = FLAT(cfg, sizes, num_tags=7)
+        model = FLAT(sized(cfg, sizes, 7))
         assert set(model.pretrained_tables()) == {"chars", "bigrams", "words"}
         assert model.words.weight.shape == (15, 6)  # word_dim defaults to char_dim
         heads, tails, span_mask, L = lattice(seed=4)
@@ -197,7 +197,7 @@ def test_emission_shapes_and_config():
         assert math.isfinite(loss.item())
         assert all(p.grad is not None for n, p in model.named_parameters() if not n.startswith("crf")), fusion
     with pytest.raises(ZhnerError, match="lexicon"):
-        FLAT(FLATConfig(), {"chars": 20, "bigrams": 30}, num_tags=7)
+        FLAT(sized(FLATConfig(), {"chars": 20, "bigrams": 30}, 7))
 
 
 def test_compat_preset_fills_release_values():
@@ -223,8 +223,7 @@ def tiny_run(shared_data):
 
 
 def test_padding_invariance(tiny_run):
-    model = FLAT(tiny_run.config.model.model_copy(update={"msm": True, "mld": True, "layers": 2}),
-                 tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags)).eval()
+    model = FLAT(tiny_run.config.model.model_copy(update={"msm": True, "mld": True, "layers": 2})).eval()
     assert_padding_invariant(model, tiny_run)
 
 
@@ -235,7 +234,7 @@ def test_tiny_flat_trains_and_roundtrips(tiny_run, tmp_path):
 
 def test_compat_model_runs(tiny_run):
     cfg = FLATConfig(heads=2, head_dim=8, preset="compat", position_fusion="ff_four")
-    model = FLAT(cfg, tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags))
+    model = FLAT(cfg)
     assert not model.crf.transitions.any() and model.layers[0].attention.out is None
     batch = lattice_batch(tiny_run, tiny_run.splits["train"].sentences[:6])
     loss = model(batch)

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, sized
 from zhner import tagger as tagger_module
 from zhner.config import config_from_dict, load_config
 from zhner.data.corpus import Corpus, Example, map_types
@@ -40,7 +40,7 @@ def test_map_types_renames_and_rejects_unmapped_types():
 
 def test_composed_word_vectors_are_the_mean_of_their_characters():
     cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=0, word_embedding="chars")
-    model = FLAT(cfg, {"chars": 20}, num_tags=5)
+    model = FLAT(sized(cfg, {"chars": 20}, 5))
     assert model.words is None and set(model.pretrained_tables()) == {"chars"}
     chars = torch.randint(2, 20, (2, 7))
     starts = torch.tensor([[0, 2, 3], [1, 4, 0]])
@@ -52,7 +52,7 @@ def test_composed_word_vectors_are_the_mean_of_their_characters():
             s, e = int(starts[b, w]), int(ends[b, w])
             assert torch.allclose(got[b, w], table[chars[b, s : e + 1]].mean(0), atol=1e-6)
     with pytest.raises(ZhnerError, match="model.word_dim"):
-        FLAT(cfg.model_copy(update={"word_dim": 8}), {"chars": 20}, num_tags=5)
+        FLAT(sized(cfg.model_copy(update={"word_dim": 8}), {"chars": 20}, 5))
 
 
 @pytest.fixture(scope="module")

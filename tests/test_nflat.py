@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch
+from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
@@ -154,7 +154,7 @@ def test_model_shapes_ablations_and_config_errors():
     B, n = cmask.shape
     for rpe, non_word, less_head in [(True, True, False), (False, True, True), (True, False, False)]:
         cfg = NFLATConfig(heads=4, head_dim=4, char_dim=6, bigram_dim=5, rpe=rpe, non_word=non_word, less_head=less_head)
-        model = NFLAT(cfg, sizes, num_tags=7)
+        model = NFLAT(sized(cfg, sizes, 7))
         assert model.encoder[0].attention.heads == (2 if less_head else 4)
         batch = {
             "chars": torch.randint(2, 20, (B, n)), "bigrams": torch.randint(2, 30, (B, n)), "mask": cmask,
@@ -167,9 +167,9 @@ def test_model_shapes_ablations_and_config_errors():
         assert math.isfinite(loss.item())
         assert all(p.grad is not None for name, p in model.named_parameters() if not name.startswith("crf")), (rpe, non_word)
     with pytest.raises(ZhnerError, match="lexicon"):
-        NFLAT(NFLATConfig(), {"chars": 20, "bigrams": 30}, num_tags=7)
+        NFLAT(sized(NFLATConfig(), {"chars": 20, "bigrams": 30}, 7))
     with pytest.raises(ZhnerError, match="less_head"):
-        NFLAT(NFLATConfig(heads=1, less_head=True), sizes, num_tags=7)
+        NFLAT(sized(NFLATConfig(heads=1, less_head=True), sizes, 7))
 
 
 @pytest.mark.parametrize("dataset,heads,less_head", [("resume", 8, False), ("weibo", 12, True), ("msra", 8, False)])
@@ -190,7 +190,7 @@ def tiny_run(shared_data):
 
 
 def test_padding_invariance(tiny_run):
-    model = NFLAT(tiny_run.config.model, tiny_run.featurizer.vocab_sizes(), len(tiny_run.featurizer.tags)).eval()
+    model = NFLAT(tiny_run.config.model).eval()
     assert_padding_invariant(model, tiny_run)
 
 

@@ -26,7 +26,8 @@ from torch import nn
 
 from zhner.errors import ZhnerError
 from zhner.models.base import SequenceTagger
-from zhner.tagger import Tagger, tag_in_batches
+from zhner.pipeline import run_in_batches
+from zhner.tagger import Tagger
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
@@ -172,9 +173,10 @@ class OnnxTagger(Tagger):
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 
-    def tag(self, sentences: Sequence[Sequence[str]], batch_size: int = 32) -> list[list[str]]:
+    def predictions(self, sentences: Sequence, batch_size: int = 32) -> list[list[str]]:
         def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
             emissions, start, trans, end = self.emissions(batch)
             return viterbi(emissions, lengths, start, trans, end)
 
-        return tag_in_batches(self.featurizer, sentences, batch_size, ONNX_MAX_CELLS, decode)
+        paths = run_in_batches(self.featurizer, sentences, batch_size, ONNX_MAX_CELLS, decode, [])
+        return [[self.featurizer.tags[t] for t in path] for path in paths]

@@ -20,7 +20,7 @@ from zhner.config import Config, apply_overrides, config_from_dict, parse_overri
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import atomic_write_text
-from zhner.tagger import METRICS, WEIGHTS
+from zhner.pipeline import METRICS, WEIGHTS
 from zhner.train.trainer import CHECKPOINT, train
 
 _DERIVED = ("char_dim", "bigram_dim")  # set by the trainer from the vectors: a saved config differs there by design
