@@ -15,17 +15,9 @@ import pytest
 
 import zhner
 from zhner.data import registry
-from zhner.data.registry import (
-    DATASETS,
-    TEST_AS_DEV_LABEL,
-    check,
-    data_roots,
-    fetch,
-    find_file,
-    get_info,
-    load_dataset,
-    sha256_file,
-)
+from zhner.data.catalogue import DATASETS, get_info
+from zhner.data.download import fetch, sha256_file
+from zhner.data.registry import TEST_AS_DEV_LABEL, check, data_roots, find_file, load_dataset
 from zhner.errors import ZhnerError
 
 SHARED = Path(zhner.__file__).resolve().parents[2] / "shared" / "data"
