@@ -32,7 +32,8 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
-from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
+from zhner.lexicon.table import Vectors
+from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer
 from zhner.nn.embedding import load_matrix
 from zhner.tagger import WEIGHTS, Tagger, build_model
