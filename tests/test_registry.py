@@ -44,11 +44,20 @@ def _isolated_env(monkeypatch, tmp_path):
 
 
 def test_registry_entries_are_complete():
-    assert set(DATASETS) == {"resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4"}
+    assert set(DATASETS) == {
+        "resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4",
+        "conll2003", "sst2", "cola", "chnsenticorp",
+    }
     for name, info in DATASETS.items():
         assert info.name == name
         assert info.citation and info.licence and info.description
-        assert info.fmt in ("conll", "weibo") and info.scheme in ("bmes", "bio")
+        assert info.unit in ("char", "word") and info.language in ("zh", "en")
+        if info.task == "tagging":
+            assert info.fmt in ("conll", "weibo", "conll-words") and info.scheme in ("bmes", "bio")
+            assert info.metric == "f1"
+        else:
+            assert info.task == "classification" and info.fmt in ("tsv", "cola") and info.scheme is None
+            assert info.metric in ("accuracy", "mcc")
         splits = [f.split for f in info.files]
         assert splits == (["train", "dev", "test"] if info.has_dev else ["train", "test"])
         for f in info.files:

@@ -393,7 +393,7 @@ def demo(
 
 @data_app.command("list")
 def data_list() -> None:
-    """Known datasets and where they are found."""
+    """Known datasets: task/unit/language, description, and the folder their files are found in."""
     from zhner.data.catalogue import DATASETS
     from zhner.data.registry import find_file
 
@@ -402,7 +402,8 @@ def data_list() -> None:
             where = str(find_file(name, "train").parent)
         except ZhnerError:
             where = "not found (zhner data fetch " + name + ")"
-        typer.echo(f"{name:15s} {info.description[:60]:60s} {where}")
+        kind = f"{info.task}/{info.unit}/{info.language}"
+        typer.echo(f"{name:15s} {kind:24s} {info.description[:60]:60s} {where}")
 
 
 @data_app.command("check")

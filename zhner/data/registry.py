@@ -10,7 +10,8 @@ Data roots are searched in this order (`data_roots`):
    (`Path(zhner.__file__).resolve().parents[2] / "shared" / "data"`), and the current directory's `../shared/data`;
 4. the user cache, `$ZHNER_CACHE` or `~/.cache/zhner/data` (where `fetch` / `zhner data fetch NAME` downloads to).
 
-MSRA has no dev split. `load_dataset(..., msra_dev="heldout")` (the default) holds out a deterministic 5% of
+MSRA, SST-2 and CoLA have no dev split (GLUE's test labels are private, so GLUE's dev file is the registry's test
+split, and the test corpus's path says so: " (GLUE dev used as test: ...)"). `load_dataset(..., msra_dev="heldout")` (the default) holds out a deterministic 5% of
 train_dev (`HELDOUT_FRACTION`, a shuffle of sentence indices with `random.Random(HELDOUT_SEED)`); `msra_dev="test"`
 reproduces the papers' practice of using test as dev, and labels the dev corpus so (its path ends in
 " (test used as dev)").
@@ -25,7 +26,7 @@ import os
 import random
 from pathlib import Path
 
-from zhner.data.catalogue import DATASETS, ONTONOTES_HOWTO, SPLITS, DatasetFile, get_info
+from zhner.data.catalogue import DATASETS, ONTONOTES_HOWTO, SPLITS, DatasetFile, DatasetInfo, get_info
 from zhner.data.corpus import Corpus, read_corpus
 from zhner.data.download import sha256_file, user_cache_dir
 from zhner.errors import ZhnerError
@@ -156,6 +157,7 @@ def load_dataset(
     data_dir: str | Path | None = None,
     msra_dev: str = "heldout",
     strict: bool = False,
+    unit: str = "char",
 ) -> dict[str, Corpus]:
     """Load a dataset as {"train", "dev", "test"} corpora.
 
@@ -165,15 +167,14 @@ def load_dataset(
         deterministic 5% of train as dev; "test" uses the test set as dev, as the papers' code does, and labels it
         (the dev corpus's path ends in " (test used as dev)").
     strict: passed to read_corpus (reject tag sequences that break the scheme).
+    unit: for a folder of classification files, "char" (Chinese) or "word" (English); a registered dataset has its own.
+    A registered dataset whose test split is something else (GLUE dev) has that said in its test corpus's path.
     """
     _check_dev_policy(msra_dev)
     key = str(name_or_path)
     if key in DATASETS:
         info = DATASETS[key]
-        corpora = {
-            f.split: read_corpus(find_file(info.name, f.split, data_dir), info.fmt, info.scheme, strict)
-            for f in info.files
-        }
+        corpora = {f.split: _read_registered(info, f.split, data_dir, strict) for f in info.files}
         if "dev" not in corpora:
             return _fill_dev(corpora["train"], corpora["test"], msra_dev, info.name)
         return {split: corpora[split] for split in SPLITS}
@@ -183,10 +184,18 @@ def load_dataset(
             f"{key!r} is neither a known dataset ({', '.join(sorted(DATASETS))}) nor a folder of train/dev/test files"
         )
     files = detect_split_files(folder)
-    corpora = {split: read_corpus(path, "auto", None, strict) for split, path in files.items()}
+    corpora = {split: read_corpus(path, "auto", None, strict, unit=unit) for split, path in files.items()}
     if "dev" not in corpora:
         return _fill_dev(corpora["train"], corpora["test"], msra_dev, str(folder))
     return {split: corpora[split] for split in SPLITS}
+
+
+def _read_registered(info: DatasetInfo, split: str, data_dir: str | Path | None, strict: bool) -> Corpus:
+    """One split of a registered dataset, its path labelled when the split stands in for another (GLUE dev)."""
+    corpus = read_corpus(find_file(info.name, split, data_dir), info.fmt, info.scheme, strict, unit=info.unit)
+    if split == "test" and info.test_label:
+        corpus = Corpus(corpus.sentences, corpus.scheme, f"{corpus.path} ({info.test_label})")
+    return corpus
 
 
 # Split aliases, and file-name patterns tried in order (`{}` = the alias); the first pattern that matches wins.
@@ -266,7 +275,7 @@ def check(name: str, data_dir: str | Path | None = None) -> list[dict]:
         else:
             row["status"] = "ok" if actual == dfile.sha256 else "mismatch"
         try:
-            row["sentences"] = len(read_corpus(path, info.fmt, info.scheme))
+            row["sentences"] = len(read_corpus(path, info.fmt, info.scheme, unit=info.unit))
         except ZhnerError as exc:
             row["error"] = str(exc)
         report.append(row)
