@@ -13,16 +13,13 @@ import pytest
 
 from zhner.data.corpus import read_corpus
 from zhner.errors import ZhnerError
-from zhner.lexicon import vectors as vec
+from zhner.lexicon import lac as lacmod
+from zhner.lexicon import word2vec
+from zhner.lexicon.lac import load_lac_char_vectors
 from zhner.lexicon.lexicon import Lexicon
-from zhner.lexicon.vectors import (
-    Vectors,
-    compose_vectors,
-    embedding_matrix,
-    load_lac_char_vectors,
-    load_vectors,
-    load_word2vec_text,
-)
+from zhner.lexicon.table import Vectors
+from zhner.lexicon.vectors import compose_vectors, embedding_matrix, load_vectors
+from zhner.lexicon.word2vec import load_word2vec_text
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 LAC_MATCHED = SHARED / "char_emb_lac" / "lac_char_emb.128d.matched_resume_weibo_msra.txt"
@@ -203,10 +200,10 @@ def test_lod_tensor_reader(tmp_path):
     for packed, lod in ((False, b""), (True, b"\x00" * 16)):
         path = tmp_path / "t"
         path.write_bytes(_lod_tensor(data, packed, lod))
-        np.testing.assert_array_equal(vec.read_lod_tensor(path), data)
+        np.testing.assert_array_equal(lacmod.read_lod_tensor(path), data)
     path.write_bytes(_lod_tensor(data, False)[:-4])
     with pytest.raises(ZhnerError, match="data bytes"):
-        vec.read_lod_tensor(path)
+        lacmod.read_lod_tensor(path)
 
 
 def test_word2vec_formats(tmp_path):
@@ -253,7 +250,7 @@ def test_word2vec_cache_reuse(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("parsed the text again")
 
-    monkeypatch.setattr(vec, "_parse_word2vec", boom)
+    monkeypatch.setattr(word2vec, "_parse_word2vec", boom)
     second = load_word2vec_text(path)
     assert second.tokens == first.tokens
     np.testing.assert_array_equal(second.matrix, first.matrix)

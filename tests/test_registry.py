@@ -15,17 +15,9 @@ import pytest
 
 import zhner
 from zhner.data import registry
-from zhner.data.registry import (
-    DATASETS,
-    TEST_AS_DEV_LABEL,
-    check,
-    data_roots,
-    fetch,
-    find_file,
-    get_info,
-    load_dataset,
-    sha256_file,
-)
+from zhner.data.catalogue import DATASETS, get_info
+from zhner.data.download import fetch, sha256_file
+from zhner.data.registry import TEST_AS_DEV_LABEL, check, data_roots, find_file, load_dataset
 from zhner.errors import ZhnerError
 
 SHARED = Path(zhner.__file__).resolve().parents[2] / "shared" / "data"
@@ -52,11 +44,20 @@ def _isolated_env(monkeypatch, tmp_path):
 
 
 def test_registry_entries_are_complete():
-    assert set(DATASETS) == {"resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4"}
+    assert set(DATASETS) == {
+        "resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4",
+        "conll2003", "sst2", "cola", "chnsenticorp",
+    }
     for name, info in DATASETS.items():
         assert info.name == name
         assert info.citation and info.licence and info.description
-        assert info.fmt in ("conll", "weibo") and info.scheme in ("bmes", "bio")
+        assert info.unit in ("char", "word") and info.language in ("zh", "en")
+        if info.task == "tagging":
+            assert info.fmt in ("conll", "weibo", "conll-words") and info.scheme in ("bmes", "bio")
+            assert info.metric == "f1"
+        else:
+            assert info.task == "classification" and info.fmt in ("tsv", "cola") and info.scheme is None
+            assert info.metric in ("accuracy", "mcc")
         splits = [f.split for f in info.files]
         assert splits == (["train", "dev", "test"] if info.has_dev else ["train", "test"])
         for f in info.files:

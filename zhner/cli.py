@@ -164,7 +164,8 @@ def evaluate(
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent)."""
     from zhner.data.corpus import map_types, read_corpus
-    from zhner.data.registry import DATASETS, SPLITS, load_dataset
+    from zhner.data.catalogue import DATASETS, SPLITS
+    from zhner.data.registry import load_dataset
     from zhner.data.schemes import split_tag
     from zhner.tagger import Tagger
 
@@ -392,15 +393,17 @@ def demo(
 
 @data_app.command("list")
 def data_list() -> None:
-    """Known datasets and where they are found."""
-    from zhner.data.registry import DATASETS, find_file
+    """Known datasets: task/unit/language, description, and the folder their files are found in."""
+    from zhner.data.catalogue import DATASETS
+    from zhner.data.registry import find_file
 
     for name, info in DATASETS.items():
         try:
             where = str(find_file(name, "train").parent)
         except ZhnerError:
             where = "not found (zhner data fetch " + name + ")"
-        typer.echo(f"{name:15s} {info.description[:60]:60s} {where}")
+        kind = f"{info.task}/{info.unit}/{info.language}"
+        typer.echo(f"{name:15s} {kind:24s} {info.description[:60]:60s} {where}")
 
 
 @data_app.command("check")
@@ -423,7 +426,7 @@ def data_fetch(
     base_url: Optional[str] = typer.Option(None, help="a mirror to download from instead of the public sources"),
 ) -> None:
     """Download a dataset from its public source and verify its sha256."""
-    from zhner.data.registry import fetch
+    from zhner.data.download import fetch
 
     for path in fetch(name, cache_dir, base_url):
         typer.echo(str(path))

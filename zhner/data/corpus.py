@@ -1,10 +1,17 @@
-"""Reading and writing NER corpora.
+"""Reading and writing corpora: NER (span tagging) and sentence classification.
 
 Formats:
 - `conll`: one `CHAR<space|tab>TAG` per line, a blank line between sentences (BMES, BIO or BIOES);
 - `weibo`: Weibo's original release, `CHARn<TAB>TAG`, where n is the character's 1-2 digit position in its word;
   the character is the first code point of the token (the character itself may be a digit);
-- `jsonl`: one `{"text": str, "entities": [{"start", "end", "type"}, ...]}` per line (`entities` optional).
+- `conll-words`: word-level CoNLL (CoNLL-2003 English NER): `WORD ... TAG`, tag in the last column, `-DOCSTART-`
+  lines skipped, IOB1 converted to BIO (see `zhner.data.wordconll`);
+- `jsonl`: one `{"text": str, "entities": [{"start", "end", "type"}, ...]}` per line (`entities` optional), or for
+  classification `{"text": str, "label": str}`; a file holds one kind or the other;
+- `tsv`: `TEXT<TAB>LABEL` per line, optional header (`text\tlabel`, `sentence\tlabel`); `cola`: GLUE CoLA's
+  4 columns (see `zhner.data.classification`).
+
+Classification corpora have scheme None; their text is cut into characters or words as `unit` says.
 
 Every problem is reported as a ZhnerError naming the file and line.
 """
@@ -16,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from zhner.data.example import Example
+from zhner.data.classification import check_unit, header_columns, parse_cola, parse_tsv, record_label
+from zhner.data.example import Example, example_from_text
 from zhner.data.schemes import (
     SCHEMES,
     Span,
@@ -28,10 +36,12 @@ from zhner.data.schemes import (
     tags_to_spans,
     validate_tag,
 )
+from zhner.data.wordconll import DOCSTART, parse_word_columns
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, reading
 
-FORMATS = ("auto", "conll", "weibo", "jsonl")
+FORMATS = ("auto", "conll", "weibo", "conll-words", "jsonl", "tsv", "cola")
+CLASSIFICATION_FORMATS = ("tsv", "cola")
 # A whitespace character cannot be a CoNLL token (columns are split at whitespace): it is written as <U+XXXX>, its code
 # point in hex (a space is <U+0020>, U+3000 <U+3000>), and read back as the character.
 _PLACEHOLDER = re.compile(r"<U\+([0-9A-F]{4,6})>")
@@ -62,8 +72,8 @@ class Corpus:
         return {split_tag(t)[1] for s in self.sentences for t in (s.tags or []) if t != "O"}
 
     def token_line(self, sent: Example, index: int) -> int:
-        """The line in the file of token `index` of `sent` (JSONL: the record's line)."""
-        return sent.line if sent.meta.get("jsonl") else sent.line + index
+        """The line in the file of token `index` of `sent` (JSONL and TSV: the record's line)."""
+        return sent.line if sent.meta.get("jsonl") or sent.meta.get("record") else sent.line + index
 
 
 def read_corpus(
@@ -72,32 +82,50 @@ def read_corpus(
     scheme: str | None = None,
     strict: bool = False,
     labelled: bool = True,
+    unit: str = "char",
 ) -> Corpus:
     """Read a corpus file.
 
-    fmt: one of FORMATS; `auto` picks jsonl for `.jsonl`/`.json` or a first line starting with `{`,
-         weibo when every token is a character followed by 1-2 digits, else conll.
-    scheme: bio / bioes / bmes, or None to detect it from the tags.
+    fmt: one of FORMATS; `auto` picks jsonl for `.jsonl`/`.json` or a first line starting with `{`; tsv (or cola)
+         for tab-separated lines with a header or with labels that are no tags; weibo when every token is a
+         character followed by 1-2 digits; conll-words for `-DOCSTART-` or mostly multi-character tokens; else conll.
+    scheme: bio / bioes / bmes, or None to detect it from the tags (ignored for classification files).
     strict: also reject tag sequences that break the scheme's grammar (an orphan I-/M-/E-, a B- without its E-).
-    labelled: for conll/weibo, whether lines carry a tag column (unlabelled files have one character per line).
+    labelled: whether lines carry a tag (or label) column (unlabelled CoNLL files have one token per line).
+    unit: "char" or "word", the tokens of classification texts (tsv, cola, JSONL records with "label"): Chinese
+          is read as characters, English as words. Tagging formats fix their own unit (conll-words: words).
     """
     path = Path(path)
     if scheme is not None and scheme not in SCHEMES:
         raise ZhnerError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    check_unit(unit)
     lines = _read_lines(path)
     if fmt not in FORMATS:
         raise ZhnerError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}", path)
     if fmt == "auto":
         fmt = _detect_format(path, lines)
+    if fmt in CLASSIFICATION_FORMATS:
+        parse = parse_tsv if fmt == "tsv" else parse_cola
+        return _nonempty(Corpus(parse(path, lines, unit, labelled), None, str(path)))
     if fmt == "jsonl":
-        sentences = _parse_jsonl(path, lines, scheme or "bmes")
+        sentences = _parse_jsonl(path, lines, scheme or "bmes", unit)
+        if any(s.label is not None for s in sentences):
+            return _nonempty(Corpus(sentences, None, str(path)))
         scheme = scheme or "bmes"
+    elif fmt == "conll-words":
+        sentences = parse_word_columns(path, lines, labelled)
+        scheme = scheme or "bio"
     else:
         sentences = _parse_columns(path, lines, weibo=fmt == "weibo", labelled=labelled)
-    if not sentences:
-        raise ZhnerError("the file holds no sentences", path)
+    _nonempty(Corpus(sentences, None, str(path)))
     corpus = Corpus(sentences, scheme or _detect(sentences), str(path))
     _validate(corpus, strict)
+    return corpus
+
+
+def _nonempty(corpus: Corpus) -> Corpus:
+    if not corpus.sentences:
+        raise ZhnerError("the file holds no sentences", corpus.path)
     return corpus
 
 
@@ -120,10 +148,44 @@ def _detect_format(path: Path, lines: list[str]) -> str:
     first = next(ln for ln in lines if ln.strip())
     if path.suffix in (".jsonl", ".json") or first.lstrip().startswith("{"):
         return "jsonl"
-    tokens = [ln.split()[0] for ln in lines[:2000] if ln.strip()]
+    sample = [ln.rstrip("\r") for ln in lines[:2000] if ln.strip()]
+    if _looks_classification(sample):
+        return "cola" if header_columns(sample[0]) is None and all(ln.count("\t") == 3 for ln in sample) else "tsv"
+    tokens = [ln.split()[0] for ln in sample]
     if tokens and all(_looks_weibo(t) for t in tokens):
         return "weibo"
+    if _looks_words(tokens):
+        return "conll-words"
     return "conll"
+
+
+def _looks_classification(sample: list[str]) -> bool:
+    """A header line, or tab-separated lines of one width whose last column is mostly no tag (labels, or CoLA's
+    sentence): a tagging file's last column is tags, even where a line is malformed."""
+    if header_columns(sample[0]) is not None:
+        return True
+    widths = {ln.count("\t") for ln in sample}
+    if len(widths) != 1 or 0 in widths:
+        return False
+    not_tags = sum(not _is_tag(ln.rsplit("\t", 1)[1].strip()) for ln in sample)
+    return not_tags > len(sample) / 2
+
+
+def _is_tag(text: str) -> bool:
+    try:
+        split_tag(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _looks_words(tokens: list[str]) -> bool:
+    """Word-level CoNLL: a `-DOCSTART-` marker, or most tokens longer than one character (and no placeholder);
+    a Chinese file with a stray multi-character token stays `conll`, which names that token's line."""
+    if DOCSTART in tokens:
+        return True
+    long = sum(len(t) > 1 and _PLACEHOLDER.fullmatch(t) is None for t in tokens)
+    return long > len(tokens) / 2
 
 
 # A character, then its 1-2 digit position in its word. Upstream damaged some emoji into two U+FFFD, hence the
@@ -190,8 +252,11 @@ def text_record(line: str, path: str | Path, lineno: int) -> dict:
     return record
 
 
-def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Example]:
+def _parse_jsonl(path: Path, lines: list[str], scheme: str, unit: str = "char") -> list[Example]:
+    """Tagging records ({"text", "entities"}: characters, as entity offsets are) or classification records
+    ({"text", "label"}: characters or words as `unit` says); records of both kinds in one file are an error."""
     sentences = []
+    first_kind: tuple[str, int] | None = None  # ("entities" | "label", line) of the first annotated record
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -199,15 +264,44 @@ def _parse_jsonl(path: Path, lines: list[str], scheme: str) -> list[Example]:
         text = record["text"]
         if not text:  # `zhner predict` writes a record for an empty input line: no sentence, as a blank CoNLL line
             continue
-        tags = None
-        if "entities" in record:
-            spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
-            try:
-                tags = spans_to_tags(len(text), spans, scheme)
-            except ValueError as exc:
-                raise ZhnerError(f"entities: {exc}", path, lineno) from None
-        sentences.append(Example(list(text), tags, line=lineno, meta={"jsonl": True}))
+        kind = _record_kind(record, path, lineno)
+        if kind is not None:
+            first_kind = first_kind or (kind, lineno)
+            if kind != first_kind[0]:
+                raise ZhnerError(
+                    f'a record with "{kind}", but line {first_kind[1]} has "{first_kind[0]}": a file holds either '
+                    "tagging or classification records",
+                    path,
+                    lineno,
+                )
+        sentences.append(_jsonl_example(record, kind, scheme, unit, path, lineno))
     return sentences
+
+
+def _record_kind(record: dict, path: Path, lineno: int) -> str | None:
+    if "entities" in record and "label" in record:
+        raise ZhnerError('a record has both "entities" and "label"; a file holds one task', path, lineno)
+    return "entities" if "entities" in record else "label" if "label" in record else None
+
+
+def _jsonl_example(record: dict, kind: str | None, scheme: str, unit: str, path: Path, lineno: int) -> Example:
+    text = record["text"]
+    if kind == "label":
+        example = example_from_text(text, unit)
+        example.label = record_label(record, path, lineno)
+    elif kind == "entities":
+        if unit != "char":
+            raise ZhnerError("entity offsets are character offsets: tagging records are read as characters", path, lineno)
+        spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
+        try:
+            example = Example(list(text), spans_to_tags(len(text), spans, scheme))
+        except ValueError as exc:
+            raise ZhnerError(f"entities: {exc}", path, lineno) from None
+    else:
+        example = example_from_text(text, unit)
+    example.line = lineno
+    example.meta["jsonl"] = True
+    return example
 
 
 def _as_list(value, path: Path, lineno: int) -> list:

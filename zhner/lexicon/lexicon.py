@@ -21,7 +21,8 @@ import ahocorasick
 
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open
-from zhner.lexicon.vectors import is_word2vec_header, iter_lines, jieba_dir
+from zhner.lexicon.lac import jieba_dir
+from zhner.lexicon.word2vec import is_word2vec_header, iter_lines
 
 Match = tuple[int, int, str]  # (start, end exclusive, word)
 

@@ -27,12 +27,14 @@ from tqdm import tqdm
 from zhner.config import Config, TrainConfig, config_from_dict, dump_config
 from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
-from zhner.data.registry import DATASETS, load_dataset
+from zhner.data.catalogue import DATASETS
+from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
-from zhner.lexicon.vectors import Vectors, embedding_matrix, load_vectors
 from zhner.classifier import Classifier
+from zhner.lexicon.table import Vectors
+from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer, fields_for
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
@@ -138,7 +140,7 @@ def make_task(splits: dict[str, Corpus], config: Config) -> Task:
 def dataset_metric(dataset: str) -> str:
     """The metric a registered classification dataset is reported with (CoLA: MCC), else accuracy."""
     info = DATASETS.get(str(dataset))
-    return getattr(info, "metric", None) or "accuracy"
+    return info.metric if info is not None and info.task == "classification" else "accuracy"
 
 
 def token_unit(corpus: Corpus) -> str:
