@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,7 +160,7 @@ class BertSelfAttention(nn.Module):
         """Scaled dot products Q K^T / sqrt(d), before any mask: [B, L, H] -> [B, h, L, L]."""
         q = self.split_heads(self.query(hidden))  # [B, h, L, d]
         k = self.split_heads(self.key(hidden))  # [B, h, L, d]
-        return q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, h, L, L]
+        return (q @ k.transpose(-1, -2)) * self.head_dim**-0.5  # [B, h, L, L]
 
     def mix(self, probs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """The values averaged under `probs` [B, h, L, L], heads concatenated: [B, L, H]."""
@@ -389,16 +388,17 @@ def _fit_weights(state: dict[str, torch.Tensor], config: BertConfig, pooler: boo
         state = {k: v for k, v in state.items() if not k.startswith("pooler.")}
     with torch.device("meta"):  # shapes only, no memory
         expected = BertModel(config, add_pooling_layer=pooler).state_dict()
-    for k, v in state.items():
-        if k not in expected:
-            raise ZhnerError(f"the weights do not fit the config: unexpected tensor {k!r}", path)
-        if v.shape != expected[k].shape:
+    for k, want in expected.items():  # the first bad tensor in the model's order
+        if k not in state:
+            missing = sum(k not in state for k in expected)
+            raise ZhnerError(f"the weights do not fit the config: {k!r} is missing ({missing} tensors in all)", path)
+        if state[k].shape != want.shape:
             raise ZhnerError(
-                f"the weights do not fit config.json: {k!r} has shape {tuple(v.shape)}, the config says {tuple(expected[k].shape)}", path
+                f"the weights do not fit config.json: {k!r} has shape {tuple(state[k].shape)}, the config says {tuple(want.shape)}", path
             )
-    missing = [k for k in expected if k not in state]
-    if missing:
-        raise ZhnerError(f"the weights do not fit the config: {missing[0]!r} is missing ({len(missing)} tensors in all)", path)
+    unexpected = [k for k in state if k not in expected]
+    if unexpected:
+        raise ZhnerError(f"the weights do not fit the config: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)", path)
     return {k: state[k] for k in expected}
 
 
