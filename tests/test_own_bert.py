@@ -16,6 +16,7 @@ from zhner.errors import ZhnerError  # noqa: E402
 from zhner.nn.bert import (  # noqa: E402
     BertConfig,
     BertModel,
+    BertCharFeatures,
     BertSelfAttention,
     load_pretrained,
     minilm_dir,
@@ -229,6 +230,20 @@ def test_load_safetensors_and_bin(tmp_path, chinese_vocab, hf_model):
         with_pooler = load_pretrained(directory, pooler=True)
         BertModel(bert.config, add_pooling_layer=True).load_state_dict(with_pooler.weights, strict=True)
     assert len(bert.vocab) == len(set(chinese_vocab.read_text(encoding="utf-8").splitlines())) and bert.vocab["[CLS]"] == 101
+
+
+def test_char_features_read_what_the_transformers_version_saved(hf_model):
+    """A model directory saved while BertCharFeatures wrapped transformers.BertModel: its bert_config (transformers'
+    config JSON + the special-token ids) builds the module, and its state dict (keys `model.` + HF names) loads strictly."""
+    old_config = {**json.loads(hf_model.config.to_json_string()), "cls_token_id": 101, "sep_token_id": 102, "pad_token_id": 0}
+    encoder = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
+    features = BertCharFeatures(old_config).eval()
+    features.load_state_dict({"model." + k: v for k, v in encoder.items()}, strict=True)
+    ids = torch.tensor([[101, 2476, 676, 102, 0], [101, 2476, 676, 3300, 102]])
+    with torch.no_grad():
+        theirs = hf_model.eval()(input_ids=ids, attention_mask=(torch.arange(5) < torch.tensor([[4], [5]])).long())
+        torch.testing.assert_close(features(ids, torch.tensor([2, 3]))[1], theirs.last_hidden_state[1, 1:4], atol=ATOL, rtol=ATOL)
+        torch.testing.assert_close(features(ids, torch.tensor([2, 3]))[0, :2], theirs.last_hidden_state[0, 1:3], atol=ATOL, rtol=ATOL)
 
 
 def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):

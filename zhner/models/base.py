@@ -40,7 +40,8 @@ class ModelConfig(BaseModel):
     constrained_decoding: bool | None = None
     crf_init: Literal["zero", "normal"] = "normal"
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
-    # directory or hub model; training copies its config into `bert_config`, so a saved model loads without it.
+    # checkpoint directory (zhner.nn.bert.load_pretrained; hub names are not downloaded); training copies its config into
+    # `bert_config`, so a saved model loads without it.
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
