@@ -195,7 +195,10 @@ def test_zhner_itself_never_imports_transformers():
     root = Path(__file__).parent.parent / "zhner"
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.split(".")[0] == "transformers" for n in names), path
 
 
@@ -242,8 +245,9 @@ def test_char_features_read_what_the_transformers_version_saved(hf_model):
     ids = torch.tensor([[101, 2476, 676, 102, 0], [101, 2476, 676, 3300, 102]])
     with torch.no_grad():
         theirs = hf_model.eval()(input_ids=ids, attention_mask=(torch.arange(5) < torch.tensor([[4], [5]])).long())
-        torch.testing.assert_close(features(ids, torch.tensor([2, 3]))[1], theirs.last_hidden_state[1, 1:4], atol=ATOL, rtol=ATOL)
-        torch.testing.assert_close(features(ids, torch.tensor([2, 3]))[0, :2], theirs.last_hidden_state[0, 1:3], atol=ATOL, rtol=ATOL)
+        ours = features(ids, torch.tensor([2, 3]))  # [2, 3, 32]: the characters of each sentence
+    torch.testing.assert_close(ours[1], theirs.last_hidden_state[1, 1:4], atol=ATOL, rtol=ATOL)
+    torch.testing.assert_close(ours[0, :2], theirs.last_hidden_state[0, 1:3], atol=ATOL, rtol=ATOL)
 
 
 def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):
@@ -253,7 +257,11 @@ def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):
     mlm = transformers.BertForMaskedLM(transformers.BertConfig(**small_chinese_config(shared_data)))
     expected = mlm.bert.state_dict()
     assert load_pretrained(checkpoint(tmp_path / "mlm", chinese_vocab, mlm)).weights.keys() == expected.keys()
-    old = {"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v for k, v in expected.items()}
+    def tf_name(k: str) -> str:
+        return "bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+
+    old = {tf_name(k): v for k, v in expected.items()}
+    assert "bert.embeddings.LayerNorm.gamma" in old
     old["bert.embeddings.position_ids"] = torch.arange(512)[None]
     old["cls.predictions.bias"] = torch.zeros(21128)
     bert = load_pretrained(checkpoint(tmp_path / "old", chinese_vocab, mlm, "pytorch_model.bin", old))

@@ -330,7 +330,9 @@ def load_pretrained(directory: str | Path, pooler: bool = False) -> PretrainedBe
     `bert.`, the heads dropped), with TF-converted LayerNorm names (gamma / beta) renamed."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ZhnerError("no such directory: a pretrained BERT is a local directory with config.json, vocab.txt and weights", directory)
+        raise ZhnerError(
+            "no such directory: a pretrained BERT is a local directory with config.json, vocab.txt and weights", directory
+        )
     config_path = directory / "config.json"
     if not config_path.is_file():
         raise ZhnerError("no config.json: not a BERT checkpoint directory", config_path)
@@ -350,7 +352,7 @@ def load_pretrained(directory: str | Path, pooler: bool = False) -> PretrainedBe
         if token not in vocab:
             raise ZhnerError(f"the vocabulary has no {token} token", vocab_path)
     if max(vocab.values()) >= config.vocab_size:
-        raise ZhnerError(f"{len(vocab)} lines but config.json says vocab_size {config.vocab_size}", vocab_path)
+        raise ZhnerError(f"{max(vocab.values()) + 1} lines, but config.json says vocab_size {config.vocab_size}", vocab_path)
     config.cls_token_id, config.sep_token_id, config.unk_token_id = vocab[CLS], vocab[SEP], vocab[UNK]
     config.pad_token_id = vocab.get(PAD, config.pad_token_id)
     weights_path, state = _read_weights(directory)
@@ -382,7 +384,9 @@ def _fit_weights(state: dict[str, torch.Tensor], config: BertConfig, pooler: boo
     """Normalise a checkpoint's names to BertModel's and check every tensor against the config's shapes."""
     if any(k.startswith("bert.") for k in state):  # a task model: the encoder is under bert., the rest are its heads
         state = {k[len("bert."):]: v for k, v in state.items() if k.startswith("bert.")}
-    state = {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in state.items()}
+    tf_names = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}  # checkpoints converted from TF
+    for old, new in tf_names.items():
+        state = {k.replace(old, new): v for k, v in state.items()}
     state = {k: v for k, v in state.items() if k not in ("embeddings.position_ids", "embeddings.token_type_ids")}
     if not pooler:
         state = {k: v for k, v in state.items() if not k.startswith("pooler.")}
@@ -394,7 +398,9 @@ def _fit_weights(state: dict[str, torch.Tensor], config: BertConfig, pooler: boo
             raise ZhnerError(f"the weights do not fit the config: {k!r} is missing ({missing} tensors in all)", path)
         if state[k].shape != want.shape:
             raise ZhnerError(
-                f"the weights do not fit config.json: {k!r} has shape {tuple(state[k].shape)}, the config says {tuple(want.shape)}", path
+                f"the weights do not fit config.json: {k!r} has shape {tuple(state[k].shape)}, "
+                f"the config says {tuple(want.shape)}",
+                path,
             )
     unexpected = [k for k in state if k not in expected]
     if unexpected:
