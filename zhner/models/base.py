@@ -61,7 +61,8 @@ class ModelConfig(TaggerConfig):
     bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
     embed_dropout: Dropout = 0.5
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
-    # BERT directory; training copies its config into `bert_config`, so a saved model loads without it.
+    # checkpoint directory (zhner.nn.bert.load_pretrained; hub names are not downloaded); training copies its config into
+    # `bert_config`, so a saved model loads without it.
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen

