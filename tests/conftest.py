@@ -47,7 +47,7 @@ def sized(config, vocab_sizes: dict, num_labels: int):
 
 def lattice_batch(run, sentences):
     f = run.featurizer
-    return f.collate([f.encode(s.tokens, s.tags) for s in sentences])
+    return f.collate([f.encode(s) for s in sentences])
 
 
 def assert_padding_invariant(model, run):

@@ -249,7 +249,7 @@ def tiny_config(extra=()):
 @pytest.fixture(scope="module")
 def tiny_run(shared_data):
     run = prepare(tiny_config(), log=lambda _: None)
-    items = [run.featurizer.encode(s.tokens, s.tags) for s in run.splits["train"].sentences[:10]]
+    items = [run.featurizer.encode(s) for s in run.splits["train"].sentences[:10]]
     return run, run.featurizer.collate(items)
 
 
@@ -265,7 +265,8 @@ def tiny_run(shared_data):
 def test_ablation_switches(tiny_run, switch, check):
     run, batch = tiny_run
     default = ATSSA(run.config.model)
-    cfg = tiny_config([switch]).model.model_copy(update={"char_dim": run.config.model.char_dim, "bigram_dim": run.config.model.bigram_dim})
+    sized = {k: getattr(run.config.model, k) for k in ("char_dim", "bigram_dim", "labels", "scheme", "vocab_sizes")}
+    cfg = tiny_config([switch]).model.model_copy(update=sized)
     model = ATSSA(cfg).eval()
     assert check(model) and not check(default)
     with torch.no_grad():

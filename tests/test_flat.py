@@ -233,8 +233,8 @@ def test_tiny_flat_trains_and_roundtrips(tiny_run, tmp_path):
 
 
 def test_compat_model_runs(tiny_run):
-    cfg = FLATConfig(heads=2, head_dim=8, preset="compat", position_fusion="ff_four")
-    model = FLAT(cfg)
+    sizes = {k: getattr(tiny_run.config.model, k) for k in ("labels", "scheme", "vocab_sizes")}
+    model = FLAT(FLATConfig(heads=2, head_dim=8, preset="compat", position_fusion="ff_four", **sizes))
     assert not model.crf.transitions.any() and model.layers[0].attention.out is None
     batch = lattice_batch(tiny_run, tiny_run.splits["train"].sentences[:6])
     loss = model(batch)

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, sized
 from zhner.config import load_config
 from zhner.models import MODELS
 
@@ -21,7 +21,7 @@ def test_state_dict_keys_unchanged(variant):
     config = load_config(REPO / "zhner" / "configs" / spec["config"], ["model.heads=2", "model.head_dim=8", *spec["set"]])
     _, model_class = MODELS[config.model.name]
     torch.manual_seed(0)
-    model = model_class(config.model, VOCAB, NUM_TAGS)
+    model = model_class(sized(config.model, VOCAB, NUM_TAGS))
     got = {name: list(value.shape) for name, value in model.state_dict().items()}
     assert list(got) == list(spec["state_dict"])  # the same keys, in the same order
     assert got == spec["state_dict"]

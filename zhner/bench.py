@@ -30,8 +30,8 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     tagger, featurizer, tc = run.tagger, run.featurizer, run.config.train
     model = tagger.model
 
-    items = [featurizer.encode(s.tokens, s.tags) for s in run.splits["train"]]
-    lengths = [len(it["chars"]) for it in items]
+    items = [featurizer.encode(s) for s in run.splits["train"]]
+    lengths = [it["n"] for it in items]
     order = length_batches(lengths, tc.batch_size, shuffle=True, seed=0, max_cells=tc.max_batch_cells)
     batches = [featurizer.collate([items[i] for i in idx]) for idx in order]
     optimizer = make_optimizer(model, run.config)
@@ -44,7 +44,7 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     n_train, t_train = _timed_loop(batches, one_step, train_seconds)
 
     model.eval()
-    test = [s.tokens for s in run.splits["test"]]
+    test = run.splits["test"].sentences
     result = {
         "model": run.config.model.name,
         "dataset": run.config.data.dataset,
@@ -54,7 +54,7 @@ def run_bench(config: Config, train_seconds: float = 15.0, infer_seconds: float 
     }
     for bs in (1, 16):
         groups = [[test[i] for i in idx] for idx in length_batches([len(t) for t in test], bs, shuffle=True, seed=1)]
-        n, t = _timed_loop(groups, lambda g: len(tagger.tag(g, batch_size=bs)), infer_seconds)
+        n, t = _timed_loop(groups, lambda g: len(tagger.predictions(g, batch_size=bs)), infer_seconds)
         result[f"infer_sentences_per_s_b{bs}"] = round(n / t, 1)
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result

@@ -27,3 +27,14 @@ class Classifier(Pipeline):
 
     def record(self, text: str, prediction: dict) -> dict:
         return {"text": text, **prediction}
+
+    # -- the service's micro-batcher protocol (zhner.serve.batcher.Pieces): a text is one piece, whatever its length --
+    def split(self, text: str) -> list[tuple[int, str]]:
+        return [(0, text)]
+
+    def piece_spans(self, chunks: list[str], batch_size: int, confidence: bool = False) -> list[dict]:
+        return self.predict(chunks, batch_size)
+
+    @staticmethod
+    def join(text: str, pieces: list[tuple[int, str]], predictions: list[dict]) -> dict:
+        return predictions[0]

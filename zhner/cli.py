@@ -162,15 +162,16 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
-    """Score a trained model on labelled data; prints JSON metrics (percent)."""
-    from zhner.data.corpus import map_types, read_corpus
+    """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
+    MCC / macro-F1 / F0.5 for a classifier."""
+    import zhner
     from zhner.data.catalogue import DATASETS, SPLITS
+    from zhner.data.corpus import map_types, read_corpus
     from zhner.data.registry import load_dataset
     from zhner.data.schemes import split_tag
-    from zhner.tagger import Tagger
 
     torch_device = _device(device)
-    tagger = Tagger.load(model_dir)
+    tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
     name, _, split = data.partition(":")
     if not Path(data).exists() and name in DATASETS:
@@ -179,7 +180,19 @@ def evaluate(
             raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
         corpus = load_dataset(name)[split or "test"]
     else:
-        corpus = read_corpus(data)
+        corpus = read_corpus(data, unit=tagger.featurizer.unit)
+    if (corpus.scheme is None) != (tagger.task.kind == "classification"):
+        what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
+        raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
+    if tagger.task.kind == "classification":
+        unknown = {s.label for s in corpus} - set(tagger.task.labels)
+        if unknown:
+            _echo_err(
+                f"warning: {corpus.path}: labels {', '.join(sorted(unknown))} are not among the model's "
+                f"({', '.join(tagger.task.labels)}); their sentences all count as wrong"
+            )
+        typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
+        return
     type_map = tagger.config.data.type_map
     if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
         corpus = map_types(corpus, type_map)
@@ -216,9 +229,10 @@ def predict(
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
 ) -> None:
-    """Tag texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}."""
+    """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
+    from a tagger, {"text", "label", "scores"} from a classifier."""
+    import zhner
     from zhner.serve.predict import predict_stream
-    from zhner.tagger import Tagger
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
@@ -232,7 +246,7 @@ def predict(
         raise ZhnerError("is a directory; name the file to write", output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
     torch_device = _device(device)
-    tagger = Tagger.load(resolve_model_dir(model_dir))
+    tagger = zhner.load(resolve_model_dir(model_dir))
     tagger.model.to(torch_device)
     texts = None if text is None else [text]
     predict_stream(
@@ -247,22 +261,24 @@ def export_model(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
     check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
 ) -> None:
-    """Export a model to ONNX (emissions + CRF scores; Viterbi runs in numpy); run it with zhner.export.OnnxTagger."""
-    from zhner.export import ONNX_FILE, OnnxTagger, export_onnx
-    from zhner.tagger import Tagger
+    """Export a model to ONNX (a tagger's emissions + CRF scores, Viterbi in numpy; a classifier's logits); run it with
+    zhner.export.load_onnx."""
+    import zhner
+    from zhner.export import EXAMPLE_TEXTS, ONNX_FILE, export_onnx, load_onnx, same_predictions
 
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401
     except ImportError:
         raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
-    tagger = Tagger.load(model_dir)
+    tagger = zhner.load(model_dir)
     path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
     if check:
         from zhner.demo import DEMO_SENTENCES
 
-        if OnnxTagger.load(model_dir, path).predict(DEMO_SENTENCES) != tagger.predict(DEMO_SENTENCES):
-            raise ZhnerError("the exported model tags the check sentences differently from the PyTorch one", path)
+        texts = DEMO_SENTENCES if tagger.featurizer.unit == "char" else EXAMPLE_TEXTS["word"]
+        if not same_predictions(load_onnx(model_dir, path).predict(texts), tagger.predict(texts)):
+            raise ZhnerError("the exported model predicts the check sentences differently from the PyTorch one", path)
     typer.echo(str(path))
 
 
@@ -319,7 +335,8 @@ def serve(
     request_timeout_s: float = typer.Option(30.0, min=0.001, help="seconds a request may wait for and use the model (503 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
 ) -> None:
-    """HTTP service: POST /v1/ner {"text": ...} or {"texts": [...]}; GET /health; OpenAPI at /openapi.json."""
+    """HTTP service: POST /v1/ner (taggers) or /v1/classify (classifiers) {"text": ...} or {"texts": [...]}; GET /health;
+    OpenAPI at /openapi.json."""
     try:
         import uvicorn
 
@@ -329,7 +346,7 @@ def serve(
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
         raise
-    from zhner.tagger import Tagger
+    import zhner
 
     path = resolve_model_dir(model_dir)
     limits = Limits(
@@ -342,8 +359,10 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    app_ = create_app(Tagger.load(path), limits)
-    _echo_err(f"serving {path} on http://{host}:{port} (POST /v1/ner, GET /health, docs at /docs)")
+    pipeline = zhner.load(path)
+    app_ = create_app(pipeline, limits)
+    endpoint = "/v1/ner" if pipeline.task.kind == "tagging" else "/v1/classify"
+    _echo_err(f"serving {path} on http://{host}:{port} (POST {endpoint}, GET /health, docs at /docs)")
     log_level = "info" if access_log else "warning"
     uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
 

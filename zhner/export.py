@@ -25,51 +25,64 @@ import torch
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import SequenceTagger
-from zhner.pipeline import run_in_batches
+from zhner.classifier import Classifier
+from zhner.pipeline import Pipeline, run_in_batches
 from zhner.tagger import Tagger
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
 # FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): a smaller attention budget than Tagger's
 ONNX_MAX_CELLS = 250_000
-_INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask")
-_DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L")} | {
+_INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece")
+_DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P")} | {
     k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
+}
+EXAMPLE_TEXTS = {
+    "char": ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市。"],
+    "word": ["John Smith works for the United Nations in New York .", "Peter lives in Paris .", "EU rejects German call ."],
 }
 
 
 class EmissionsGraph(nn.Module):
     """What is traced: positional tensors (the batch fields the model reads, in `names` order) ->
-    (emissions [B, L, T], start [T], transitions [T, T] (from, to), end [T])."""
+    (emissions [B, L, T], start [T], transitions [T, T] (from, to), end [T]) for a CRF tagger; (emissions,) for a
+    softmax tagger; (logits [B, C],) for a classifier."""
 
-    def __init__(self, model: SequenceTagger, names: Sequence[str]):
+    def __init__(self, model: nn.Module, names: Sequence[str]):
         super().__init__()
         self.model, self.names = model, tuple(names)
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         batch = dict(zip(self.names, tensors))
+        if self.model.task_kind == "classification":
+            return (self.model.logits(batch),)
         emissions = self.model.traceable_emissions(batch)
+        if self.model.crf is None:
+            return (emissions,)
         start, trans, end = self.model.crf.scores(decoding=True)
         return emissions, start, trans, end
 
 
-def example_batch(tagger: Tagger) -> dict[str, torch.Tensor]:
+def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
     """A batch with 2+ sentences of different lengths and 2+ words each, so that no traced dim is specialised to 0 or 1."""
-    texts = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市。"]
-    return tagger.featurizer.collate([tagger.featurizer.encode(list(t)) for t in texts])
+    examples = pipeline.examples(EXAMPLE_TEXTS[pipeline.featurizer.unit])
+    return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
 
 
-def export_onnx(tagger: Tagger, path: str | Path, opset: int = OPSET) -> Path:
-    """Write the tagger's emissions + CRF scores graph to `path` (atomically); returns the path."""
+def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
+    """Write the model's graph (a tagger's emissions + CRF scores, a classifier's logits) to `path` (atomically);
+    returns the path. A BERT model's graph takes at most BERT's positions (`bert_ids` of at most 512 ids): taggers cut
+    longer text into pieces before, classifiers into windows (see OnnxClassifier)."""
     import onnx  # noqa: F401 - the exporter needs onnx and onnxscript: fail early with a clear message
 
     path = Path(path)
     model = tagger.model.eval()
     batch = example_batch(tagger)
-    names = [k for k in _INPUTS if k in batch]
+    names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or k == "bert_ids")]
     graph = EmissionsGraph(model, names)
     dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W")}
+    bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
+    dims["P"] = torch.export.Dim("P", min=3, max=bert.window + 2 if bert is not None else 1 << 16)
     dynamic = tuple({0: dims[_DIMS[k][0]], 1: dims[_DIMS[k][1]]} for k in names)
     partial = path.with_name(f".{path.name}.partial")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +94,7 @@ def export_onnx(tagger: Tagger, path: str | Path, opset: int = OPSET) -> Path:
                 tuple(batch[k] for k in names),
                 dynamo=True,
                 input_names=names,
-                output_names=["emissions", "start", "transitions", "end"],
+                output_names=_outputs(model),
                 dynamic_shapes=(dynamic,),
                 opset_version=opset,
                 optimize=True,
@@ -95,6 +108,12 @@ def export_onnx(tagger: Tagger, path: str | Path, opset: int = OPSET) -> Path:
     return path
 
 
+def _outputs(model: nn.Module) -> list[str]:
+    if model.task_kind == "classification":
+        return ["logits"]
+    return ["emissions", "start", "transitions", "end"] if model.crf is not None else ["emissions"]
+
+
 def _drop_traced_shapes(graph) -> None:
     """Shape inference after the trace loses the symbolic length through nn.LSTM and records the example's length for
     the values behind it (the graph computes correctly; onnxruntime only warns at every call). Drop the recorded shapes
@@ -104,8 +123,11 @@ def _drop_traced_shapes(graph) -> None:
         for value in node.outputs:
             if value not in outputs:
                 value.shape = None
-    emissions = graph.outputs[0]
-    emissions.shape = type(emissions.shape)(["B", "L", emissions.shape[2]])
+    first = graph.outputs[0]
+    if first.name == "logits":
+        first.shape = type(first.shape)(["B", first.shape[1]])
+    else:
+        first.shape = type(first.shape)(["B", "L", first.shape[2]])
 
 
 @contextlib.contextmanager
@@ -153,21 +175,9 @@ class OnnxTagger(Tagger):
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxTagger":
         """The model directory's featurizer and config with `onnx_path` (default DIRECTORY/model.onnx)."""
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise ZhnerError("running an ONNX model needs onnxruntime: pip install 'zhner[export]'") from None
         base = Tagger.load(directory)
         path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
-        if not path.is_file():
-            raise ZhnerError("no such ONNX file (write it with: zhner export MODEL_DIR)", path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = threads
-        try:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for unreadable graphs
-            raise ZhnerError(f"cannot load this ONNX model ({type(exc).__name__})", path) from None
-        return cls(session, base, path)
+        return cls(_session(path, threads), base, path)
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         feeds = {name: batch[name].numpy() for name in self.input_names}
@@ -175,8 +185,85 @@ class OnnxTagger(Tagger):
 
     def predictions(self, sentences: Sequence, batch_size: int = 32) -> list[list[str]]:
         def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
-            emissions, start, trans, end = self.emissions(batch)
+            outputs = self.emissions(batch)
+            if len(outputs) == 1:  # a softmax head
+                return [row[:n].tolist() for row, n in zip(outputs[0].argmax(-1), lengths)]
+            emissions, start, trans, end = outputs
             return viterbi(emissions, lengths, start, trans, end)
 
         paths = run_in_batches(self.featurizer, sentences, batch_size, ONNX_MAX_CELLS, decode, [])
         return [[self.featurizer.tags[t] for t in path] for path in paths]
+
+
+def _session(path: Path, threads: int):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ZhnerError("running an ONNX model needs onnxruntime: pip install 'zhner[export]'") from None
+    if not path.is_file():
+        raise ZhnerError("no such ONNX file (write it with: zhner export MODEL_DIR)", path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for unreadable graphs
+        raise ZhnerError(f"cannot load this ONNX model ({type(exc).__name__})", path) from None
+
+
+class OnnxClassifier(Classifier):
+    """A Classifier whose model is an exported ONNX graph; a text longer than BERT's positions is read in windows of at
+    most `window` pieces, each re-wrapped in [CLS] .. [SEP], and their logits averaged by piece count -- what the
+    PyTorch model does inside (zhner.models.modeling_bert.cls_windows)."""
+
+    def __init__(self, session, base: Classifier, path: Path):
+        super().__init__(base.model, base.featurizer, base.config, base.metrics)
+        self.session, self.path = session, path
+        self.window = base.model.bert_encoder().window
+
+    @classmethod
+    def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxClassifier":
+        base = Classifier.load(directory)
+        path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
+        return cls(_session(path, threads), base, path)
+
+    def predictions(self, examples: Sequence, batch_size: int = 32) -> list[dict]:
+        field = self.featurizer.fields["pieces"]
+        out = []
+        for ex in examples:
+            if len(ex) == 0:
+                out.append(self._empty())
+                continue
+            pieces = self.featurizer.encode(ex, labelled=False)["bert_ids"][1:-1]
+            windows = [pieces[s : s + self.window] for s in range(0, len(pieces), self.window)]
+            width = max(len(w) for w in windows) + 2
+            ids = np.full((len(windows), width), field.pad_id, dtype=np.int64)
+            for i, w in enumerate(windows):
+                ids[i, : len(w) + 2] = [field.cls, *w, field.sep]
+            (logits,) = self.session.run(None, {"bert_ids": ids})
+            weights = np.array([len(w) for w in windows], dtype=np.float32)[:, None]
+            mean = (logits * weights).sum(0) / weights.sum()
+            probs = np.exp(mean - mean.max())
+            probs /= probs.sum()
+            labels = self.task.labels
+            out.append({"label": labels[int(probs.argmax())], "scores": {k: round(float(p), 6) for k, p in zip(labels, probs)}})
+        return out
+
+
+def same_predictions(a: list, b: list, tolerance: float = 1e-4) -> bool:
+    """Whether two pipelines' predictions agree: the same entities (taggers), or the same labels with scores within
+    `tolerance` (classifiers: ONNX Runtime's float sums differ from PyTorch's in the last digits)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, dict):
+            if x["label"] != y["label"] or any(abs(x["scores"][k] - y["scores"][k]) > tolerance for k in x["scores"]):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def load_onnx(directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> Pipeline:
+    """The ONNX pipeline of a model directory: OnnxTagger or OnnxClassifier, as its task."""
+    kind = Pipeline.task_kind(directory)
+    return (OnnxTagger if kind == "tagging" else OnnxClassifier).load(directory, onnx_path, threads)

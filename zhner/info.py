@@ -55,8 +55,10 @@ def _load(path: Path, parse):
 
 
 def _headline(result: dict | None) -> dict | None:
-    if not isinstance(result, dict) or "strict" not in result:
+    if not isinstance(result, dict):
         return None
+    if "strict" not in result:  # a classifier's
+        return {k: result.get(k) for k in ("accuracy", "mcc", "macro_f1")} if "accuracy" in result else None
     return {"f1_strict": result["strict"].get("f1"), "f1_lenient": (result.get("lenient") or {}).get("f1")}
 
 

@@ -76,8 +76,9 @@ class Tagger(Pipeline):
         return low
 
     def piece_chars(self, memory_mb: float = MEMORY_MB) -> int:
-        """The longest piece `predict` tags whole: PIECE_CHARS, or less where the memory budget demands it."""
-        return min(PIECE_CHARS, self.max_chars(memory_mb))
+        """The longest piece `predict` tags whole: PIECE_CHARS, or less where the memory budget or the model (BERT's
+        positions: `max_piece_chars`) demands it."""
+        return min(PIECE_CHARS, self.max_chars(memory_mb), getattr(self.model, "max_piece_chars", PIECE_CHARS))
 
     def split(self, text: str, memory_mb: float = MEMORY_MB) -> list[Piece]:
         """The pieces `predict` tags for `text`: the text itself, or its sentences (and windows) when it is longer than

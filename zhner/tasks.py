@@ -125,7 +125,7 @@ class SentenceClassification:
         return result[self.metric]
 
     def headline(self, result: dict) -> dict:
-        return {k: result[k] for k in CLASSIFICATION_METRICS}
+        return headline(result)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "labels": self.labels, "metric": self.metric, "positive": self.positive}

@@ -285,8 +285,14 @@ def format_report(result: dict) -> str:
     return "\n".join(lines)
 
 
+CLASSIFICATION_HEADLINE = ("accuracy", "mcc", "macro_f1", "f05")
+
+
 def headline(result: dict) -> dict:
-    """The numbers a results table shows, from a `NERScorer.result()` dict (percent)."""
+    """The numbers a results table shows, from a `NERScorer.result()` dict or a classification result
+    (zhner.evaluate.classification; accuracy, MCC, macro-F1, F0.5), in percent."""
+    if "strict" not in result:
+        return {k: result[k] for k in CLASSIFICATION_HEADLINE}
     return {
         "p": result["strict"]["p"],
         "r": result["strict"]["r"],

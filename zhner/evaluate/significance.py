@@ -18,6 +18,7 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 
 METRICS = ("test.f1_strict", "test.f1_lenient", "test.p", "test.r", "dev.f1_strict")
+CLASSIFICATION_METRICS = ("test.accuracy", "test.mcc", "test.macro_f1", "dev.accuracy", "dev.mcc")
 
 
 # -- the t distribution ------------------------------------------------------------------------------------------------
@@ -99,9 +100,13 @@ def _get(summary: dict, metric: str) -> float | None:
     return (summary.get(split) or {}).get(key)
 
 
-def compare(runs_a: dict[int, dict], runs_b: dict[int, dict], metrics: Sequence[str] = METRICS) -> dict:
+def compare(runs_a: dict[int, dict], runs_b: dict[int, dict], metrics: Sequence[str] | None = None) -> dict:
     """runs_*: seed -> run summary ({"test": {"f1_strict": ...}, "dev": {...}}). Mean +- std of each metric over every run of
-    each set, and a paired t-test (a minus b) over the seeds both sets have."""
+    each set, and a paired t-test (a minus b) over the seeds both sets have. Default metrics: METRICS for taggers,
+    CLASSIFICATION_METRICS for classifiers (their summaries have accuracy)."""
+    if metrics is None:
+        first = next(iter(runs_a.values()), {})
+        metrics = CLASSIFICATION_METRICS if "accuracy" in (first.get("test") or {}) else METRICS
     paired_seeds = sorted(set(runs_a) & set(runs_b))
     result = {"seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b), "paired_seeds": paired_seeds, "metrics": {}}
     for metric in metrics:

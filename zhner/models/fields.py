@@ -21,6 +21,7 @@ import torch
 
 from zhner.data.example import Example
 from zhner.data.vocab import Vocab, bigrams, normalize_char
+from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
@@ -145,11 +146,7 @@ class PieceField:
         self.vocab = vocab
         self.unit = unit
         self.lowercase = lowercase
-        self.wordpiece = None
-        if unit == "word":
-            from zhner.data.wordpiece import WordPiece
-
-            self.wordpiece = WordPiece(vocab, lowercase=lowercase)
+        self.wordpiece = WordPiece(vocab, lowercase=lowercase) if unit == "word" else None
         self.cls, self.sep, self.pad_id, self.unk = vocab[CLS], vocab[SEP], vocab.get(PAD, 0), vocab[UNK]
 
     def encode(self, example: Example) -> dict[str, list[int]]:

@@ -25,6 +25,10 @@ class BertSettings(BaseModelConfig):
     bert: str | None = None  # a local BERT directory; its config is copied into bert_config when training starts
     bert_config: dict | None = None  # BERT's own config.json fields (+ the [CLS]/[SEP]/[PAD] ids)
     bert_trainable: bool = True
+    # false: BERT of the directory's config and vocabulary, trained from random initialisation (no pretrained Chinese
+    # BERT can be had here); bert_shape replaces config fields then, e.g. {num_hidden_layers: 4, hidden_size: 256}
+    bert_weights: bool = True
+    bert_shape: dict | None = None
     dropout: Dropout = 0.1  # before the output layer
 
 
@@ -84,6 +88,12 @@ class BertTagger(SequenceTagger):
 
     def bert_encoder(self) -> nn.Module:
         return self.bert
+
+    @property
+    def max_piece_chars(self) -> int:
+        """Text the tagger hands over in one piece: at most one BERT window (a word has at least one character per
+        word piece, so this many characters never make more pieces than BERT has positions)."""
+        return self.bert.window
 
     def inference_bytes(self, length: int) -> int:
         heads = int(self.config.bert_config.get("num_attention_heads", 12))

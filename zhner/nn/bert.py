@@ -322,12 +322,13 @@ def read_vocab(path: str | Path) -> dict[str, int]:
         return {line.rstrip("\n"): i for i, line in enumerate(f)}
 
 
-def load_pretrained(directory: str | Path, pooler: bool = False) -> PretrainedBert:
+def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool = True) -> PretrainedBert:
     """A BERT checkpoint directory (config.json, model.safetensors or else pytorch_model.bin, vocab.txt) -> its config,
     vocabulary and encoder weights, checked against each other; any problem is a ZhnerError naming the file.
 
     Accepted weight layouts: a bare `BertModel` state dict or a task model's (BertForMaskedLM, ...: the encoder under
-    `bert.`, the heads dropped), with TF-converted LayerNorm names (gamma / beta) renamed."""
+    `bert.`, the heads dropped), with TF-converted LayerNorm names (gamma / beta) renamed. `weights=False` reads only the
+    config and vocabulary (a model trained from random initialisation; the directory may hold no weights at all)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ZhnerError(
@@ -355,6 +356,8 @@ def load_pretrained(directory: str | Path, pooler: bool = False) -> PretrainedBe
         raise ZhnerError(f"{max(vocab.values()) + 1} lines, but config.json says vocab_size {config.vocab_size}", vocab_path)
     config.cls_token_id, config.sep_token_id, config.unk_token_id = vocab[CLS], vocab[SEP], vocab[UNK]
     config.pad_token_id = vocab.get(PAD, config.pad_token_id)
+    if not weights:
+        return PretrainedBert(config.to_dict(), vocab, {})
     weights_path, state = _read_weights(directory)
     return PretrainedBert(config.to_dict(), vocab, _fit_weights(state, config, pooler, weights_path))
 

