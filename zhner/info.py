@@ -25,13 +25,17 @@ def model_info(directory: str | Path) -> dict:
     if not isinstance(config, dict) or not isinstance(vocab, dict) or not isinstance(metrics, dict):
         raise ZhnerError("not a model directory (config.yaml / vocab.json are not mappings)", directory)
     model, data = config.get("model") or {}, config.get("data") or {}
-    tags = vocab.get("tags") or []
-    labels = sorted({t[2:] for t in tags if t != "O" and len(t) > 2})
+    fields, task = vocab.get("fields") or {}, vocab.get("task") or {}  # format 2; older directories are one flat dict
+    kind = task.get("kind", "tagging")
+    tags = task.get("labels") or vocab.get("tags") or []
+    labels = sorted({t[2:] for t in tags if t != "O" and len(t) > 2}) if kind == "tagging" else list(tags)
+    chars = (fields.get("chars") or {}).get("vocab") if fields else vocab.get("chars")
     lexicon = directory / LEXICON
     return {
         "model": model.get("name"),
         "dataset": data.get("dataset"),
-        "scheme": vocab.get("scheme"),
+        "task": kind,
+        "scheme": task.get("scheme", vocab.get("scheme")),
         "labels": labels,
         "dev": _headline(metrics.get("dev")),
         "test": _headline(metrics.get("test")),
@@ -40,7 +44,7 @@ def model_info(directory: str | Path) -> dict:
         "seed": metrics.get("seed"),
         "parameters": _parameters(directory / WEIGHTS),
         "size_bytes": sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()),
-        "chars": len(vocab.get("chars") or []),
+        "chars": len(chars or []),
         "lexicon_words": _count_lines(lexicon) if lexicon.exists() else None,
     }
 

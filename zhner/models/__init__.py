@@ -7,6 +7,7 @@ from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.models.modeling_tener import TENER, TENERConfig
+from zhner.models.modeling_tener_classifier import TENERClassifier, TENERClassifierConfig
 
 MODELS = {
     "tener": (TENERConfig, TENER),
@@ -16,4 +17,5 @@ MODELS = {
     "nflat": (NFLATConfig, NFLAT),
     "bert_tagger": (BertTaggerConfig, BertTagger),
     "bert_classifier": (BertClassifierConfig, BertClassifier),
+    "tener_classifier": (TENERClassifierConfig, TENERClassifier),
 }

@@ -54,8 +54,8 @@ class TaggerConfig(BaseModelConfig):
     crf_init: Literal["zero", "normal"] = "normal"
 
 
-class ModelConfig(TaggerConfig):
-    """Fields shared by the character taggers (TENER, FLAT, NFLAT, ATSSA, BiLSTM-CRF); each adds its own and a `name`."""
+class CharInputConfig(BaseModelConfig):
+    """The character input of the character models: characters, bigrams, optional BERT features."""
 
     char_dim: Positive = 128  # set from the pretrained vectors when they are used
     bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
@@ -68,7 +68,11 @@ class ModelConfig(TaggerConfig):
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
 
 
-def char_input(config: ModelConfig) -> CharBigramEmbedding:
+class ModelConfig(CharInputConfig, TaggerConfig):
+    """Fields shared by the character taggers (TENER, FLAT, NFLAT, ATSSA, BiLSTM-CRF); each adds its own and a `name`."""
+
+
+def char_input(config: CharInputConfig) -> CharBigramEmbedding:
     """The character input every character tagger reads: [char ; bigram (; BERT)] embeddings with dropout."""
     return CharBigramEmbedding(
         config.vocab_sizes["chars"],
