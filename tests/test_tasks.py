@@ -2,6 +2,7 @@
 directory, evaluate, predict, serve and export as the Chinese taggers; classification metrics against oracles; model
 directories saved before the contract still load."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -243,3 +244,12 @@ def test_a_directory_saved_before_the_contract_loads_and_predicts_the_same(tmp_p
     texts = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。"]
     assert Tagger.load(old).predict(texts) == Tagger.load(new).predict(texts)
     torch.testing.assert_close(Tagger.load(old).model.state_dict(), Tagger.load(new).model.state_dict())
+
+
+def test_english_long_text_is_cut_at_full_stops(conll_model):
+    tagger = zhner.load(conll_model)
+    text = "John Smith lives in New York. He works for the United Nations in Geneva. " * 12  # > one piece
+    starts = {offset for offset, _ in tagger.split(text)}
+    assert all(m.end() in starts for m in re.finditer(r"\.(?= )", text))  # every sentence starts a piece
+    for e in tagger.predict([text])[0]:
+        assert text[e["start"]:e["end"]] == e["text"]

@@ -13,7 +13,9 @@ import bisect
 import math
 import re
 
-SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+")
+# Chinese sentence marks, line breaks, and an English full stop before a space ("Mr. Smith" is cut too: a piece
+# boundary inside a sentence only matters for long text, and the stitched spans keep their offsets)
+SENTENCE_END = re.compile(r"[。！？!?；;\n]+|…+|\.(?=\s)")
 
 
 def split_long_text(text: str, max_len: int, overlap: int = 0) -> list[tuple[int, str]]:
