@@ -140,6 +140,8 @@ def markdown_table() -> str:
         if "test" not in r or "model" not in r:
             continue
         t = r["test"]
+        if "accuracy" in t:  # a classifier: classification_table
+            continue
         epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
         f1 = f"{t['f1_strict']} ± {r['test_std']['f1_strict']}" if len(r["seeds"]) > 1 else f"{t['f1_strict']}"
         model = f"{r['model']} ({r['variant']})" if r.get("variant") else r["model"]
@@ -147,6 +149,27 @@ def markdown_table() -> str:
         rows.append(
             f"| {model} | {r['dataset']} | {t['p']} | {t['r']} | **{f1}** | {t['f1_lenient']} | {t['span_f']} | "
             f"{t['type_acc']} | {r['dev']['f1_strict']} | {epochs} | {len(r['seeds'])} | {speed} |"
+        )
+    return "\n".join(rows)
+
+
+def classification_table() -> str:
+    """The classifiers' results files: accuracy, MCC, macro-F1 (mean ± std over seeds) on test and dev."""
+    rows = [
+        "| model | dataset | test accuracy | test MCC | test macro-F1 | dev accuracy | dev MCC | best / run epochs | seeds | train sent/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(RESULTS.glob("*_*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        if "test" not in r or "model" not in r or "accuracy" not in r["test"]:
+            continue
+        t, sd, d = r["test"], r["test_std"], r["dev"]
+        pm = (lambda k: f"{t[k]} ± {sd[k]}") if len(r["seeds"]) > 1 else (lambda k: f"{t[k]}")
+        epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
+        speed = "-" if r["train_sentences_per_s"] is None else f"{r['train_sentences_per_s']:.1f}"
+        rows.append(
+            f"| {r['model']} | {r['dataset']} | {pm('accuracy')} | {pm('mcc')} | {pm('macro_f1')} | {d['accuracy']} | "
+            f"{d['mcc']} | {epochs} | {len(r['seeds'])} | {speed} |"
         )
     return "\n".join(rows)
 
@@ -164,6 +187,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.table:
         print(markdown_table())
+        print()
+        print(classification_table())
         return
     if args.ablation_table:
         print(ablation_table(args.ablation_table))
@@ -203,7 +228,9 @@ def main() -> None:
             out = {"model": model, "variant": args.variant} | out
         path = RESULTS / (f"{model}_{dataset}_{args.variant}.json" if args.variant else f"{model}_{dataset}.json")
         path.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"{path}: test F1 strict {out['test']['f1_strict']} lenient {out['test']['f1_lenient']}")
+        t = out["test"]
+    print(f"{path}: " + (f"test accuracy {t['accuracy']} MCC {t['mcc']}" if "accuracy" in t else
+                         f"test F1 strict {t['f1_strict']} lenient {t['f1_lenient']}"))
 
 
 if __name__ == "__main__":
