@@ -328,7 +328,7 @@ def train(
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
 
-    state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
+    state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": float("-inf"), "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
     if overwrite and ckpt_path.exists():  # --overwrite starts afresh, whatever config the interrupted run had
         log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
