@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +20,12 @@ from zhner.syntax.distance import check_heads
 from zhner.syntax.parsers import Parser
 
 FILE = "heads.jsonl"
+
+
+def parse_cache_dir() -> Path:
+    """The default parse cache: `$ZHNER_PARSE_CACHE` or `~/.cache/zhner/parses`."""
+    env = os.environ.get("ZHNER_PARSE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "zhner" / "parses"
 
 
 def parse_key(parser_name: str, example: Example) -> str:
