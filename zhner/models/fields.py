@@ -10,6 +10,9 @@ Batch keys by field:
   (start, end); W >= 1 so that no model meets an empty dimension;
 - pieces: bert_ids [B, P + 2] ([CLS] pieces [SEP], padded with [PAD]); for word-level text (English) also first_piece
   [B, L], the index in bert_ids of each word's first piece (labels sit on the first piece, as BERT's NER recipe does).
+- syntax (SLA / WLA, with pieces): local_mask [B, P + 2, P + 2] bool, True where query piece i may attend to key piece
+  j: the token mask (zhner.syntax: window |i - j| <= k, or dependency distance D(i, j) <= m from Example.heads) spread
+  over each token's pieces, [CLS] / [SEP] always allowed; padded rows allow [CLS] only, padded columns nothing.
 Every batch also has mask [B, L] (True = a real token), made by the Featurizer.
 """
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 
 from zhner.data.example import Example
@@ -25,6 +29,8 @@ from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
+from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
+from zhner.syntax.parsers import Parser
 
 
 def pad(rows: list[list[int]], width: int, value: int = 0) -> torch.Tensor:
@@ -174,7 +180,70 @@ class PieceField:
         return cls(dict(d["vocab"]), d.get("unit", "char"), bool(d.get("lowercase", True)))
 
 
-Field = CharField | BigramField | LexiconField | PieceField
+class SyntaxField:
+    """The local attention mask of SLA (kind "syntax": Eq. 2-3 over the example's dependency heads) or WLA (kind
+    "window": |i - j| <= window tokens), over BERT's pieces (zhner.syntax.piece_mask). Reads the pieces the PieceField
+    put in the same item (bert_ids, first_piece), so the model must read pieces too.
+
+    Heads come with the example (`zhner.syntax.add_heads` fills them before encoding, through a parse cache); an
+    example without them is parsed here, one at a time, by `parser` (the predict path)."""
+
+    name = "syntax"
+
+    def __init__(self, kind: str, window: int = 3, distance: int = 3, parser: str | None = None):
+        if kind not in ("window", "syntax"):
+            raise ValueError(f"unknown local attention {kind!r}")
+        self.kind, self.window, self.distance, self.parser_spec = kind, window, distance, parser
+        self._parser: Parser | None = None
+
+    def parser(self) -> Parser:
+        if self._parser is None:
+            if self.parser_spec is None:
+                raise ZhnerError("syntax-aware attention needs dependency heads: set model.parser", "model.parser")
+            self._parser = make_parser(self.parser_spec)
+        return self._parser
+
+    def encode(self, example: Example) -> dict:
+        """The heads (syntax), checked; the mask itself is built when collating (an [L, L] mask per stored example
+        would cost L^2 bytes each)."""
+        if self.kind == "window":
+            return {}
+        heads = example.heads
+        if heads is None:
+            heads = example.heads = self.parser().parse([example])[0]
+        if len(heads) != len(example.tokens):
+            raise ZhnerError(f"{len(heads)} dependency heads for {len(example.tokens)} tokens", f"line {example.line}")
+        check_heads(heads, f"dependency heads of the sentence at line {example.line}")
+        return {"heads": list(heads)}
+
+    def token_mask(self, item: dict) -> np.ndarray:
+        """bool [L, L]: WLA's window or SLA's Eq. 3."""
+        if self.kind == "window":
+            return window_mask(item["n"], self.window)
+        return local_mask(item["heads"], self.distance)
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        P2 = max(len(it["bert_ids"]) for it in items)  # Pmax + 2
+        out = torch.zeros(len(items), P2, P2, dtype=torch.bool)  # [B, Pmax + 2, Pmax + 2]
+        out[:, :, 0] = True  # every row may attend to [CLS]: a padded query row is never empty
+        for b, it in enumerate(items):
+            P = len(it["bert_ids"]) - 2
+            owner = word_of_piece(it["first_piece"], P) if "first_piece" in it else np.arange(P)  # chars: 1 piece each
+            out[b, : P + 2, : P + 2] = torch.from_numpy(piece_mask(self.token_mask(it), owner, P))  # [P + 2, P + 2]
+        return {"local_mask": out}
+
+    def sizes(self) -> dict[str, int]:
+        return {}
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "window": self.window, "distance": self.distance, "parser": self.parser_spec}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SyntaxField":
+        return cls(d["kind"], int(d.get("window", 3)), int(d.get("distance", 3)), d.get("parser"))
+
+
+Field = CharField | BigramField | LexiconField | PieceField | SyntaxField
 
 
 def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
@@ -182,7 +251,7 @@ def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
         if lexicon is None:
             raise ZhnerError("a lexicon field needs the model's lexicon.txt")
         return LexiconField.from_dict(d, lexicon)
-    kinds = {"chars": CharField, "bigrams": BigramField, "pieces": PieceField}
+    kinds = {"chars": CharField, "bigrams": BigramField, "pieces": PieceField, "syntax": SyntaxField}
     if name not in kinds:
         raise ValueError(f"unknown field {name!r}")
     return kinds[name].from_dict(d)

@@ -9,16 +9,22 @@ the classifier averages the [CLS] logits of a long text's windows, weighted by t
 its config into `bert_config` and its weights into the model, so a saved model needs only its own directory. With
 `bert: null`, a randomly initialised BERT of `bert_config`'s shape is trained from scratch (the only Chinese BERT to
 be had here).
+
+SLA / WLA (`local_attention: window | syntax`): every layer's self-attention is zhner.nn.local_attention's gated local
+attention, reading the batch's `local_mask` (zhner.models.fields.SyntaxField); pretrained BERT weights load with only
+the gates missing (BertModel.load_pretrained_weights).
 """
 from __future__ import annotations
 
 from typing import Literal
 
 import torch
+from pydantic import Field, field_validator
 from torch import nn
 
 from zhner.models.base import BaseModelConfig, Dropout, SequenceClassifier, SequenceTagger, TaggerConfig, attention_bytes
 from zhner.nn.bert import BertCharFeatures
+from zhner.nn.local_attention import local_attention_factory
 
 
 class BertSettings(BaseModelConfig):
@@ -30,6 +36,21 @@ class BertSettings(BaseModelConfig):
     bert_weights: bool = True
     bert_shape: dict | None = None
     dropout: Dropout = 0.1  # before the output layer
+    # SLA / WLA (zhner.nn.local_attention): every layer mixes BERT's attention with a locally masked copy by a gate.
+    # window: |i - j| <= local_window tokens; syntax: dependency-tree distance (Eq. 2) <= syntax_distance, from `parser`
+    # (spacy | udchinese | conllu:PATH; null: spacy for words, udchinese for characters)
+    local_attention: Literal["none", "window", "syntax"] = "none"
+    local_window: int = Field(3, ge=0)  # WLA's k: a window of 2k + 1 tokens
+    syntax_distance: int = Field(3, ge=0)  # SLA's m (Eq. 3)
+    gate_init: float = Field(0.5, gt=0, lt=1)  # g = sigmoid(b_g) at the start (W_g = 0); ~0 starts from plain BERT
+    parser: str | None = None
+
+    @field_validator("parser")
+    @classmethod
+    def _parser(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("spacy", "udchinese") and not (v.startswith("conllu:") and len(v) > 7):
+            raise ValueError(f"unknown parser {v!r}: one of spacy, udchinese, conllu:PATH")
+        return v
 
 
 class BertTaggerConfig(BertSettings, TaggerConfig):
@@ -48,7 +69,8 @@ class BertClassifierConfig(BertSettings):
 def _bert(config: BertSettings) -> BertCharFeatures:
     if not config.bert_config:
         raise ValueError("a BERT model needs bert_config (set model.bert to a local BERT directory)")
-    return BertCharFeatures(config.bert_config, config.bert_trainable)
+    factory = None if config.local_attention == "none" else local_attention_factory(config.local_attention, config.gate_init)
+    return BertCharFeatures(config.bert_config, config.bert_trainable, self_attention=factory)
 
 
 def piece_lengths(bert_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -56,26 +78,25 @@ def piece_lengths(bert_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (bert_ids != pad_id).sum(1) - 2
 
 
-def cls_windows(bert: BertCharFeatures, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def cls_windows(
+    bert: BertCharFeatures, ids: torch.Tensor, lengths: torch.Tensor, local_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The [CLS] output of each window of at most `bert.window` pieces, re-wrapped in [CLS] .. [SEP]: [B, N, H], and
-    each window's piece count [B, N] (0 for a window past a row's end). One window when the text fits."""
+    each window's piece count [B, N] (0 for a window past a row's end). One window when the text fits. `local_mask`
+    [B, P + 2, P + 2] (SLA / WLA) is cut into the windows' blocks as the ids are."""
     B, P = ids.shape[0], ids.shape[1] - 2
     if P <= bert.window:
-        out = bert.model(input_ids=ids, attention_mask=(ids != bert.pad_id).long()).last_hidden_state  # [B, P+2, H]
-        return out[:, :1], torch.ones(B, 1, device=ids.device)
+        inputs = {"local_mask": local_mask} if local_mask is not None else None
+        out = bert.model(input_ids=ids, attention_mask=(ids != bert.pad_id).long(), attention_inputs=inputs).last_hidden_state
+        return out[:, :1], torch.ones(B, 1, device=ids.device)  # [B, 1, H], [B, 1]
     outs, weights = [], []
     for start in range(0, P, bert.window):
-        w = min(bert.window, P - start)
-        n = (lengths - start).clamp(0, w)  # [B] pieces of each row in this window
-        pos = torch.arange(w, device=ids.device)[None, :]
-        window = torch.full((B, w + 2), bert.pad_id, dtype=ids.dtype, device=ids.device)
-        window[:, 1 : w + 1] = torch.where(pos < n[:, None], ids[:, 1 + start : 1 + start + w], bert.pad_id)
-        window[:, 0] = bert.cls_id
-        window[torch.arange(B), n + 1] = bert.sep_id
-        mask = torch.arange(w + 2, device=ids.device)[None, :] < (n[:, None] + 2)
-        outs.append(bert.model(input_ids=window, attention_mask=mask.long()).last_hidden_state[:, 0])  # [B, H]
+        window, mask, n = bert.window_ids(ids, lengths, start)  # [B, w + 2], [B, w + 2], [B]
+        w = window.shape[1] - 2
+        inputs = {"local_mask": bert.window_local_mask(local_mask, start, w, n)} if local_mask is not None else None
+        outs.append(bert.model(input_ids=window, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state[:, 0])
         weights.append(n.float())
-    return torch.stack(outs, 1), torch.stack(weights, 1)
+    return torch.stack(outs, 1), torch.stack(weights, 1)  # [B, N, H], [B, N]
 
 
 class BertTagger(SequenceTagger):
@@ -102,7 +123,7 @@ class BertTagger(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = batch["bert_ids"]  # [B, P + 2]
-        pieces = self.bert(ids, piece_lengths(ids, self.bert.pad_id))  # [B, P, H]
+        pieces = self.bert(ids, piece_lengths(ids, self.bert.pad_id), batch.get("local_mask"))  # [B, P, H]
         if "first_piece" in batch:  # words: each word's first piece ([CLS] is index 0 of bert_ids, so minus one)
             index = (batch["first_piece"] - 1).clamp(min=0)  # [B, L]
             pieces = pieces.gather(1, index.unsqueeze(-1).expand(-1, -1, pieces.shape[-1]))  # [B, L, H]
@@ -129,7 +150,8 @@ class BertClassifier(SequenceClassifier):
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = batch["bert_ids"]  # [B, P + 2]
-        cls, weights = cls_windows(self.bert, ids, piece_lengths(ids, self.bert.pad_id))  # [B, N, H], [B, N]
+        lengths = piece_lengths(ids, self.bert.pad_id)
+        cls, weights = cls_windows(self.bert, ids, lengths, batch.get("local_mask"))  # [B, N, H], [B, N]
         x = self.dropout(cls)
         logits = self.out(self.dropout(torch.tanh(self.pool(x))))  # [B, N, C]
         return (logits * weights.unsqueeze(-1)).sum(1) / weights.sum(1, keepdim=True).clamp(min=1)  # [B, C]

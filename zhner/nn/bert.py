@@ -295,6 +295,25 @@ class BertModel(nn.Module):
             pooler_output=self.pooler(x) if self.pooler is not None else None,
         )
 
+    def load_pretrained_weights(self, state: dict[str, torch.Tensor], where: str | Path = "model.bert") -> list[str]:
+        """A plain BERT's state dict into this model, strictly except for the parameters a replaced self-attention
+        declares new (its `new_parameters`, e.g. SLA's gate): those alone may be missing, and keep their
+        initialisation. Returns the keys left at their initialisation; anything else missing or unexpected is a
+        ZhnerError naming `where`."""
+        allowed = {
+            f"encoder.layer.{i}.attention.self.{name}"
+            for i, layer in enumerate(self.encoder.layer)
+            for name in getattr(layer.attention.self, "new_parameters", ())
+        }
+        result = self.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if k not in allowed]
+        if missing:
+            raise ZhnerError(f"the pretrained weights lack {missing[0]!r} ({len(missing)} tensors in all)", where)
+        if result.unexpected_keys:
+            first = result.unexpected_keys[0]
+            raise ZhnerError(f"unexpected tensor {first!r} in the pretrained weights ({len(result.unexpected_keys)} in all)", where)
+        return list(result.missing_keys)
+
     @staticmethod
     def mask_bias(attention_mask: torch.Tensor | None, input_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """0 where attending is allowed, the dtype's most negative value where not: [B, 1, 1, L] or [B, 1, L, L]."""
@@ -444,10 +463,10 @@ class BertCharFeatures(nn.Module):
     so the state-dict keys are `model.` + Hugging Face's names, as in directories saved when this used transformers.
     """
 
-    def __init__(self, bert_config: dict, trainable: bool = True):
+    def __init__(self, bert_config: dict, trainable: bool = True, self_attention: SelfAttentionFactory | None = None):
         super().__init__()
         config = BertConfig.from_dict(bert_config, "model.bert_config")
-        self.model = BertModel(config, add_pooling_layer=False)
+        self.model = BertModel(config, add_pooling_layer=False, self_attention=self_attention)
         self.hidden = config.hidden_size
         self.window = config.max_position_embeddings - 2  # characters per BERT call
         if config.cls_token_id is None or config.sep_token_id is None:
@@ -457,24 +476,49 @@ class BertCharFeatures(nn.Module):
         if not trainable:
             self.model.requires_grad_(False)
 
-    def forward(self, bert_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, bert_ids: torch.Tensor, lengths: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`local_mask` [B, L + 2, L + 2] (SLA / WLA, True = may attend) goes to every layer's self-attention; a long
+        input's windows each get their block of it (`window_local_mask`)."""
         B, L = bert_ids.shape[0], bert_ids.shape[1] - 2
         if L <= self.window:
             mask = torch.arange(L + 2, device=bert_ids.device)[None, :] < (lengths[:, None] + 2)  # [B, L+2]
-            out = self.model(input_ids=bert_ids, attention_mask=mask.long()).last_hidden_state  # [B, L+2, H]
-            return out[:, 1 : L + 1]
-        return torch.cat([self._window(bert_ids, lengths, s) for s in range(0, L, self.window)], dim=1)
+            inputs = {"local_mask": local_mask} if local_mask is not None else None
+            out = self.model(input_ids=bert_ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state
+            return out[:, 1 : L + 1]  # [B, L, H]
+        return torch.cat([self._window(bert_ids, lengths, s, local_mask) for s in range(0, L, self.window)], dim=1)
 
-    def _window(self, bert_ids: torch.Tensor, lengths: torch.Tensor, start: int) -> torch.Tensor:
-        """Characters start .. start + window - 1 of each sentence, re-wrapped in [CLS] .. [SEP]: [B, w, H]."""
+    def window_ids(self, bert_ids: torch.Tensor, lengths: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Pieces start .. start + w - 1 of each row re-wrapped in [CLS] .. [SEP]: ids [B, w + 2], attention mask
+        [B, w + 2], and each row's piece count n [B] in this window."""
         B, L = bert_ids.shape[0], bert_ids.shape[1] - 2
         w = min(self.window, L - start)
         chars = bert_ids[:, 1 + start : 1 + start + w]  # [B, w]
-        n = (lengths - start).clamp(0, w)  # real characters of each sentence in this window
+        n = (lengths - start).clamp(0, w)  # real pieces of each row in this window
         ids = torch.full((B, w + 2), self.pad_id, dtype=bert_ids.dtype, device=bert_ids.device)
         pos = torch.arange(w, device=bert_ids.device)[None, :]
         ids[:, 1 : w + 1] = torch.where(pos < n[:, None], chars, torch.full_like(chars, self.pad_id))
         ids[:, 0] = self.cls_id
         ids[torch.arange(B), n + 1] = self.sep_id
-        mask = torch.arange(w + 2, device=bert_ids.device)[None, :] < (n[:, None] + 2)
-        return self.model(input_ids=ids, attention_mask=mask.long()).last_hidden_state[:, 1 : w + 1]
+        mask = torch.arange(w + 2, device=bert_ids.device)[None, :] < (n[:, None] + 2)  # [B, w + 2]
+        return ids, mask, n
+
+    def _window(self, bert_ids: torch.Tensor, lengths: torch.Tensor, start: int, local_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Characters start .. start + window - 1 of each sentence, re-wrapped in [CLS] .. [SEP]: [B, w, H]."""
+        ids, mask, n = self.window_ids(bert_ids, lengths, start)
+        w = ids.shape[1] - 2
+        inputs = {"local_mask": self.window_local_mask(local_mask, start, w, n)} if local_mask is not None else None
+        return self.model(input_ids=ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state[:, 1 : w + 1]
+
+    @staticmethod
+    def window_local_mask(local_mask: torch.Tensor, start: int, w: int, n: torch.Tensor) -> torch.Tensor:
+        """The block of a local mask [B, L + 2, L + 2] for pieces start .. start + w - 1, re-wrapped like the window's
+        ids: [B, w + 2, w + 2], the window's [CLS] (index 0) and [SEP] (index n + 1) rows and columns always allowed.
+        Tokens of the sentence outside the window are not in it: each window attends within itself, as BERT does."""
+        B = local_mask.shape[0]
+        out = torch.zeros(B, w + 2, w + 2, dtype=torch.bool, device=local_mask.device)
+        out[:, 1 : w + 1, 1 : w + 1] = local_mask[:, 1 + start : 1 + start + w, 1 + start : 1 + start + w]
+        rows = torch.arange(B, device=local_mask.device)
+        out[:, 0, :] = out[:, :, 0] = True  # [CLS]
+        out[rows, n + 1, :] = True  # [SEP] row
+        out[rows, :, n + 1] = True  # [SEP] column
+        return out  # [B, w + 2, w + 2]

@@ -35,6 +35,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
+from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, parse_report
 from zhner.models.inputs import Featurizer, fields_for
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
 from zhner.nn.embedding import load_matrix
@@ -85,6 +86,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
                 f"cut into {cut.pieces} pieces ({splits['train'].path}, line{'s' if len(cut.lines) > 1 else ''} {where})"
                 + (f"; {cut.entities_cut} entities longer than that were cut into parts" if cut.entities_cut else "")
             )
+    if getattr(config.model, "local_attention", "none") == "syntax":
+        _parse(splits, config, log)
     emb = config.embeddings
     char_model = "char_dim" in type(config.model).model_fields  # BERT-only models read word pieces: no embeddings section
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors and char_model else None
@@ -114,13 +117,19 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         bert_vocab=bert.vocab if bert is not None else None,
         word_vocab=getattr(config.model, "word_embedding", "table") == "table",
         unit=token_unit(splits["train"]),
+        local_attention=getattr(config.model, "local_attention", "none"),
+        local_window=getattr(config.model, "local_window", 3),
+        syntax_distance=getattr(config.model, "syntax_distance", 3),
+        parser=getattr(config.model, "parser", None),
     )
     config = configured(config, featurizer)
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)
     if bert is not None:
-        if bert.weights:
-            model.bert_encoder().model.load_state_dict(bert.weights)
+        if bert.weights:  # strict, except for the parameters local attention adds (SLA's gates)
+            fresh = model.bert_encoder().model.load_pretrained_weights(bert.weights, "model.bert")
+            if fresh:
+                log(f"bert: {len(fresh)} new tensors keep their initialisation ({fresh[0]}, ...)")
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
             f"{len(bert.vocab)} tokens, " + ("pretrained weights" if bert.weights else "randomly initialised"))
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
@@ -216,6 +225,16 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
         return bert
     except ZhnerError as exc:
         raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {exc}", "model.bert") from None
+
+
+def _parse(splits: dict[str, Corpus], config: Config, log: Callable[[str], None]) -> None:
+    """Dependency heads for every split (SLA), once: through the parse cache ($ZHNER_PARSE_CACHE or
+    ~/.cache/zhner/parses), so a rerun parses nothing again."""
+    spec = config.model.parser or ("spacy" if token_unit(splits["train"]) == "word" else "udchinese")
+    parser = make_parser(spec)
+    cache = ParseCache(parse_cache_dir())
+    stats = add_heads(splits.values(), parser, cache)
+    log(parse_report(stats, parser.name) + f" (cache {cache.path})")
 
 
 def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
