@@ -118,12 +118,20 @@ def test_classifier_trains_saves_and_loads_as_its_task(sst2_model):
 
 
 def test_classifier_reads_long_text_in_windows(sst2_model):
-    """40 positions: a 100-word text is read as several windows whose logits are averaged (nothing is truncated), and
-    the answer depends on the words past the first window."""
+    """40 positions: a 100-word text is read as windows of 38 pieces, each wrapped in [CLS] .. [SEP], whose logits are
+    averaged by piece count (nothing is truncated)."""
     classifier = zhner.load(sst2_model)
-    head = "good " * 30
-    a, b = classifier.predict([head + "bad " * 70, head + "fine " * 70])
-    assert a["scores"] != b["scores"]
+    text = "good " * 40 + "bad " * 60
+    pieces = classifier.featurizer.encode(example_from_text(text, "word"), labelled=False)["bert_ids"][1:-1]
+    bert, field = classifier.model.bert_encoder(), classifier.featurizer.fields["pieces"]
+    windows = [pieces[s : s + bert.window] for s in range(0, len(pieces), bert.window)]
+    assert len(windows) > 2
+    with torch.no_grad():
+        logits = [classifier.model.logits({"bert_ids": torch.tensor([[field.cls, *w, field.sep]])})[0] for w in windows]
+    mean = sum(l * len(w) for l, w in zip(logits, windows)) / len(pieces)
+    expected = mean.softmax(-1).tolist()
+    got = classifier.predict([text])[0]["scores"]
+    assert [got[k] for k in classifier.task.labels] == pytest.approx(expected, abs=1e-5)
 
 
 def test_classifier_evaluate_and_predict_cli(sst2_model, tmp_path):
@@ -173,13 +181,22 @@ def test_classifier_onnx_export_matches(sst2_model, tmp_path):
 
 
 # -- English tagging --------------------------------------------------------------------------------------------------
+def every_word_a_person(tagger: Tagger) -> Tagger:
+    """The tagger with its output layer set so that every word is tagged B-PER: its entities are then its words."""
+    with torch.no_grad():
+        tagger.model.out.weight.zero_()
+        tagger.model.out.bias.zero_()
+        tagger.model.out.bias[tagger.task.labels.index("B-PER")] = 10.0
+    return tagger
+
+
 def test_english_tagger_reports_character_offsets(conll_model):
-    tagger = zhner.load(conll_model)
+    tagger = every_word_a_person(zhner.load(conll_model))
     assert isinstance(tagger, Tagger) and tagger.featurizer.unit == "word"
-    text = "John  Smith lives in New York ."
+    text = "John  Smith lives in New York, doesn't he?"
     entities = tagger.predict([text])[0]
-    for e in entities:
-        assert text[e["start"]:e["end"]] == e["text"] and not e["text"].startswith(" ")
+    words, offsets = __import__("zhner.data.example", fromlist=["x"]).words_of(text)
+    assert [(e["start"], e["end"], e["text"]) for e in entities] == [(s, e, w) for w, (s, e) in zip(words, offsets)]
     corpus_scores = tagger.evaluate(__import__("zhner.data.registry", fromlist=["x"]).load_dataset("conll2003")["dev"])
     assert corpus_scores["n_sentences"] == 3250
 
@@ -190,25 +207,41 @@ def test_english_tagger_labels_sit_on_first_pieces(conll_model):
     ex = example_from_text("Unbelievably, Schwarzenegger visited Wolverhampton", "word")
     batch = tagger.featurizer.collate([tagger.featurizer.encode(ex, labelled=False)])
     assert batch["bert_ids"].shape[1] > len(ex) + 2  # more pieces than words
-    assert tagger.model.emissions(batch).shape[:2] == (1, len(ex))
-    assert batch["first_piece"][0, 0] == 1  # the first word starts right after [CLS]
+    ids, first = tagger.featurizer.fields["pieces"].wordpiece.encode_words(ex.tokens)
+    assert batch["first_piece"][0].tolist() == [f + 1 for f in first]  # after [CLS]
+    tagger.model.eval()
+    with torch.no_grad():
+        pieces = tagger.model.bert(batch["bert_ids"], torch.tensor([len(ids)]))  # [1, P, H]
+        expected = tagger.model.out(pieces[0, first])  # each word's first piece
+        torch.testing.assert_close(tagger.model.emissions(batch)[0], expected)
 
 
 def test_english_tagger_onnx_export_matches(conll_model, tmp_path):
     pytest.importorskip("onnxruntime")
     from zhner.export import EXAMPLE_TEXTS, OnnxTagger, export_onnx
 
-    tagger = zhner.load(conll_model)
-    path = export_onnx(tagger, tmp_path / "m.onnx")
+    tagger = every_word_a_person(zhner.load(conll_model))  # entities everywhere: equal outputs are not both empty
+    tagger.save(tmp_path / "m")
+    path = export_onnx(tagger, tmp_path / "m" / "model.onnx")
     texts = EXAMPLE_TEXTS["word"] + ["Germany " * 60]  # over BERT's 40 positions: the tagger cuts it into pieces
-    assert OnnxTagger.load(conll_model, path).predict(texts) == tagger.predict(texts)
+    onnx = OnnxTagger.load(tmp_path / "m", path)
+    predicted = tagger.predict(texts)
+    assert all(predicted) and onnx.predict(texts) == predicted
+    with pytest.raises(ZhnerError, match="word pieces"):  # one sentence past the graph's window: refused, not a crash
+        onnx.tag([example_from_text("Germany " * 60, "word")])
 
 
 def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path, shared_data):
     _train("bert_conll2003", tmp_path, TINY_BERT + ["model.head=softmax", "data.max_train_sentences=32",
                                                      "data.max_eval_sentences=8", "train.epochs=1"])
     tagger = zhner.load(tmp_path)
-    assert tagger.model.crf is None and isinstance(tagger.predict(["Peter lives in Paris ."])[0], list)
+    assert tagger.model.crf is None
+    with torch.no_grad():  # every word I-PER: an orphan I- starts an entity, as conlleval reads it
+        tagger.model.out.weight.zero_()
+        tagger.model.out.bias.zero_()
+        tagger.model.out.bias[tagger.task.labels.index("I-PER")] = 10.0
+    assert tagger.tag([["Peter", "Smith", "lives"]]) == [["B-PER", "I-PER", "I-PER"]]
+    assert [e["text"] for e in tagger.predict(["Peter lives in Paris ."])[0]] == ["Peter lives in Paris ."]
     with pytest.raises(ZhnerError, match="CRF head"):
         tagger.predict(["Peter lives in Paris ."], confidence=True)
 
@@ -216,6 +249,86 @@ def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path, shared_data
 def test_a_tagger_cannot_train_on_classification_data(tmp_path, shared_data):
     with pytest.raises(ZhnerError, match="tagging model"):
         _train("tener_resume", tmp_path, TINY_TENER + ["data.dataset=sst2"])
+    with pytest.raises(ZhnerError, match="data.union.0.dataset: chnsenticorp is classification"):
+        _train("tener_resume", tmp_path, TINY_TENER + ["data.union=[{dataset: chnsenticorp}]"])
+    with pytest.raises(ZhnerError, match="data.union.0.dataset: sst2 is classification / word"):
+        _train("tener_chnsenticorp", tmp_path, ["data.union=[{dataset: sst2}]", "data.max_train_sentences=8"])
+
+
+def test_bert_settings_are_checked(tmp_path, shared_data):
+    with pytest.raises(ZhnerError, match="model.bert"):
+        _train("bert_sst2", tmp_path, ["model.bert=null"])
+    with pytest.raises(ZhnerError, match="model.bert_shape.num_hidden_layer: not a BERT config field"):
+        _train("bert_sst2", tmp_path, TINY_BERT[:2] + ["model.bert_shape={num_hidden_layer: 2}"])
+
+
+def test_classification_files_are_checked(tmp_path, shared_data):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.tsv").write_text("good film\t1\nbad film\t0\n", encoding="utf-8")
+    (folder / "dev.tsv").write_text("fine\t1\nodd one\t2\n", encoding="utf-8")
+    (folder / "test.tsv").write_text("fine\t1\n", encoding="utf-8")
+    overrides = TINY_BERT + [f"data.dataset={folder}", "data.unit=word"]
+    with pytest.raises(ZhnerError, match=r"dev.tsv:2: label '2' is not in train"):
+        _train("bert_sst2", tmp_path / "run", overrides)
+    (folder / "dev.tsv").write_text("fine\t1\n", encoding="utf-8")
+    _train("bert_sst2", tmp_path / "run", overrides + ["train.epochs=1"])
+    assert zhner.load(tmp_path / "run").featurizer.unit == "word"  # data.unit: the folder's text read as words
+    (tmp_path / "ws.jsonl").write_text('{"text": "   ", "label": "0"}\n', encoding="utf-8")
+    with pytest.raises(ZhnerError, match=r"ws.jsonl:1: no words in the text"):
+        __import__("zhner.data.corpus", fromlist=["x"]).read_corpus(tmp_path / "ws.jsonl", unit="word")
+
+
+@pytest.fixture(scope="module")
+def chn_model(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("chn")
+    _train("tener_chnsenticorp", out, ["data.max_train_sentences=64", "data.max_eval_sentences=16", "train.epochs=1",
+                                       "model.window=24", "model.head_dim=8"])
+    return out
+
+
+def test_character_classifier_windows_exports_and_serves(chn_model, tmp_path):
+    classifier = zhner.load(chn_model)
+    long_text = "这家酒店的服务很好，房间干净，早餐丰富。" * 6  # 120 characters: 5 windows of 24
+    short = "房间太小了。"
+    out = classifier.predict([long_text, short, ""])
+    assert out[0]["label"] in ("0", "1") and out[2]["label"] is None
+    ex = example_from_text(long_text, "char")
+    batch = classifier.featurizer.collate([classifier.featurizer.encode(ex, labelled=False)])
+    with torch.no_grad():
+        parts = [classifier.model.window_logits({k: batch[k][:, s : s + 24] for k in ("chars", "bigrams", "mask")})
+                 for s in range(0, 120, 24)]
+    expected = (sum(parts) / 5).softmax(-1)[0].tolist()
+    assert [out[0]["scores"][k] for k in classifier.task.labels] == pytest.approx(expected, abs=1e-5)
+    pytest.importorskip("onnxruntime")
+    from zhner.export import OnnxClassifier, export_onnx, same_predictions
+
+    path = export_onnx(classifier, tmp_path / "c.onnx")
+    assert same_predictions(OnnxClassifier.load(chn_model, path).predict([long_text, short, ""]), out)
+
+
+def test_classify_endpoint_with_an_empty_text(sst2_model):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from zhner.serve.app import create_app
+
+    with TestClient(create_app(zhner.load(sst2_model))) as client:
+        body = client.post("/v1/classify", json={"text": ""}).json()
+        assert body["label"] is None and body["scores"] == {"0": 0.5, "1": 0.5}
+
+
+def test_the_shipped_model_predates_the_contract_and_still_loads():
+    """zhner/resources/default_model was written before the task contract (format-1 vocab.json, no labels in its
+    config): it loads with its real weights and finds the entities of a plain sentence."""
+    from zhner.tagger import default_model_dir
+
+    shipped = default_model_dir()
+    if shipped is None:
+        pytest.skip("no shipped model in this checkout")
+    assert "format" not in json.loads((shipped / "vocab.json").read_text(encoding="utf-8"))
+    entities = Tagger.load(shipped).predict(["张三毕业于北京大学，现在上海工作。"])[0]
+    assert {(e["text"], e["type"]) for e in entities} >= {("张三", "PER"), ("北京大学", "ORG"), ("上海", "LOC")}
 
 
 # -- directories saved before the contract -----------------------------------------------------------------------------

@@ -4,7 +4,8 @@
     classifier.predict(["a charming and often affecting journey ."])
     # [{"label": "1", "scores": {"0": 0.02, "1": 0.98}}]
 
-A text of any length is classified whole: the model reads it in BERT-sized windows (zhner.models.modeling_bert).
+A text of any length is classified whole: the model reads a long one in windows (the BERT classifier: 510 word pieces;
+the TENER classifier: 512 characters) and averages their logits.
 """
 from __future__ import annotations
 

@@ -115,9 +115,10 @@ def sweep(
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
     for run in result["runs"]:
-        f1 = run["test.f1_strict"]
-        std = f" ± {f1['std']:.2f}" if f1["std"] is not None else ""
-        typer.echo(f"{result['param']}={run['value']}\ttest F1 {f1['mean']:.2f}{std} ({f1['n']} seed(s))")
+        score = run[f"test.{run['metric']}"]
+        std = f" ± {score['std']:.2f}" if score["std"] is not None else ""
+        name = "F1" if run["metric"] == "f1_strict" else run["metric"]
+        typer.echo(f"{result['param']}={run['value']}\ttest {name} {score['mean']:.2f}{std} ({score['n']} seed(s))")
 
 
 @app.command()

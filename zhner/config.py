@@ -51,6 +51,9 @@ class DataConfig(_Section):
     union: list[UnionPart] = []
     # classification: the dev metric that selects the best epoch (default: the dataset's, e.g. MCC for CoLA, else accuracy)
     metric: Literal["accuracy", "mcc", "macro_f1", "f05"] | None = None
+    positive: str | None = None  # classification: the label F0.5 is computed for (error detection: the error label)
+    # how a folder's classification text is read: characters (Chinese) or words (English); registry datasets know theirs
+    unit: Literal["char", "word"] | None = None
 
     @field_validator("type_map")
     @classmethod

@@ -54,8 +54,8 @@ class EmissionsGraph(nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         batch = dict(zip(self.names, tensors))
-        if self.model.task_kind == "classification":
-            return (self.model.logits(batch),)
+        if self.model.task_kind == "classification":  # one window's logits: longer text is windowed outside the graph
+            return (getattr(self.model, "window_logits", self.model.logits)(batch),)
         emissions = self.model.traceable_emissions(batch)
         if self.model.crf is None:
             return (emissions,)
@@ -78,10 +78,12 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     path = Path(path)
     model = tagger.model.eval()
     batch = example_batch(tagger)
-    names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or k == "bert_ids")]
+    bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
+    names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k == "bert_ids")]
     graph = EmissionsGraph(model, names)
     dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W")}
-    bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
+    if model.task_kind == "classification" and bert is None:  # a character classifier's graph reads one window
+        dims["L"] = torch.export.Dim("L", min=1, max=model.config.window)
     dims["P"] = torch.export.Dim("P", min=3, max=bert.window + 2 if bert is not None else 1 << 16)
     dynamic = tuple({0: dims[_DIMS[k][0]], 1: dims[_DIMS[k][1]]} for k in names)
     partial = path.with_name(f".{path.name}.partial")
@@ -180,6 +182,12 @@ class OnnxTagger(Tagger):
         return cls(_session(path, threads), base, path)
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        bert = self.model.bert_encoder()
+        if bert is not None and batch["bert_ids"].shape[1] > bert.window + 2:
+            raise ZhnerError(
+                f"a sentence of more than {bert.window} word pieces: the exported BERT graph takes one window; "
+                "tag long text with predict (it cuts text into pieces), or use the PyTorch model"
+            )
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 
@@ -211,14 +219,18 @@ def _session(path: Path, threads: int):
 
 
 class OnnxClassifier(Classifier):
-    """A Classifier whose model is an exported ONNX graph; a text longer than BERT's positions is read in windows of at
-    most `window` pieces, each re-wrapped in [CLS] .. [SEP], and their logits averaged by piece count -- what the
-    PyTorch model does inside (zhner.models.modeling_bert.cls_windows)."""
+    """A Classifier whose model is an exported ONNX graph of one window. A longer text is read in windows whose logits
+    are averaged by their size, as the PyTorch model does inside: a BERT classifier's windows hold at most `window`
+    pieces, each re-wrapped in [CLS] .. [SEP] (zhner.models.modeling_bert.cls_windows); a character classifier's, at most
+    `window` characters (zhner.models.modeling_tener_classifier)."""
 
     def __init__(self, session, base: Classifier, path: Path):
         super().__init__(base.model, base.featurizer, base.config, base.metrics)
         self.session, self.path = session, path
-        self.window = base.model.bert_encoder().window
+        bert = base.model.bert_encoder()
+        self.bert = bert is not None
+        self.window = bert.window if bert is not None else base.model.config.window
+        self.input_names = [i.name for i in session.get_inputs()]
 
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxClassifier":
@@ -226,21 +238,34 @@ class OnnxClassifier(Classifier):
         path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
         return cls(_session(path, threads), base, path)
 
-    def predictions(self, examples: Sequence, batch_size: int = 32) -> list[dict]:
+    def _window_logits(self, ex) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's logits [N, C] and size [N, 1] for one example."""
+        item = self.featurizer.encode(ex, labelled=False)
+        if not self.bert:
+            starts = range(0, len(ex), self.window)
+            feeds = [
+                {name: np.asarray([item[name][s : s + self.window]] if name != "mask" else
+                                  [[True] * len(item["chars"][s : s + self.window])]) for name in self.input_names}
+                for s in starts
+            ]
+            logits = np.concatenate([self.session.run(None, f)[0] for f in feeds])
+            return logits, np.array([[len(f["mask"][0])] for f in feeds], dtype=np.float32)
         field = self.featurizer.fields["pieces"]
+        pieces = item["bert_ids"][1:-1]
+        windows = [pieces[s : s + self.window] for s in range(0, len(pieces), self.window)]
+        ids = np.full((len(windows), max(len(w) for w in windows) + 2), field.pad_id, dtype=np.int64)
+        for i, w in enumerate(windows):
+            ids[i, : len(w) + 2] = [field.cls, *w, field.sep]
+        (logits,) = self.session.run(None, {"bert_ids": ids})
+        return logits, np.array([[len(w)] for w in windows], dtype=np.float32)
+
+    def predictions(self, examples: Sequence, batch_size: int = 32) -> list[dict]:
         out = []
         for ex in examples:
             if len(ex) == 0:
                 out.append(self._empty())
                 continue
-            pieces = self.featurizer.encode(ex, labelled=False)["bert_ids"][1:-1]
-            windows = [pieces[s : s + self.window] for s in range(0, len(pieces), self.window)]
-            width = max(len(w) for w in windows) + 2
-            ids = np.full((len(windows), width), field.pad_id, dtype=np.int64)
-            for i, w in enumerate(windows):
-                ids[i, : len(w) + 2] = [field.cls, *w, field.sep]
-            (logits,) = self.session.run(None, {"bert_ids": ids})
-            weights = np.array([len(w) for w in windows], dtype=np.float32)[:, None]
+            logits, weights = self._window_logits(ex)
             mean = (logits * weights).sum(0) / weights.sum()
             probs = np.exp(mean - mean.max())
             probs /= probs.sum()

@@ -53,7 +53,7 @@ def build_model(config: Config, featurizer: Featurizer) -> torch.nn.Module:
     if featurizer.task is not None and featurizer.task.kind != kind:
         raise ZhnerError(
             f"model.name: {config.model.name} is a {kind} model, but the data is for {featurizer.task.kind}"
-            f" (use {'bert_classifier' if featurizer.task.kind == 'classification' else 'a tagger such as bert_tagger'})",
+            f" (use {'bert_classifier or tener_classifier' if featurizer.task.kind == 'classification' else 'a tagger'})",
             "config",
         )
     return model_class(config.model)

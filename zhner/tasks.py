@@ -56,7 +56,10 @@ class SpanTagging:
         return {"tags": out}
 
     def predictions(self, model, batch: dict[str, torch.Tensor]) -> list[list[str]]:
-        return [[self.labels[t] for t in path] for path in model.decode(batch)]
+        paths = [[self.labels[t] for t in path] for path in model.decode(batch)]
+        if getattr(model, "crf", None) is None:  # a softmax head may emit I-X without B-X: read it as conlleval does
+            paths = [convert_tags(tags, self.scheme, self.scheme) for tags in paths]
+        return paths
 
     def scorer(self) -> "TaggingScorer":
         return TaggingScorer(self.scheme)
@@ -95,11 +98,20 @@ class SentenceClassification:
         self.index = {t: i for i, t in enumerate(self.labels)}
 
     @classmethod
-    def build(cls, splits: dict[str, Corpus], metric: str = "accuracy") -> "SentenceClassification":
-        labels = sorted({s.label for corpus in splits.values() for s in corpus if s.label is not None})
+    def build(
+        cls, splits: dict[str, Corpus], metric: str = "accuracy", positive: str | None = None
+    ) -> "SentenceClassification":
+        """The labels of train; a dev or test label train lacks is an error (the model could never predict it)."""
+        labels = sorted({s.label for s in splits["train"] if s.label is not None})
         if len(labels) < 2:
-            raise ZhnerError(f"a classification corpus needs at least two labels, found {labels}", splits["train"].path)
-        return cls(labels, metric)
+            raise ZhnerError(f"a classification corpus needs at least two labels, train has {labels}", splits["train"].path)
+        for corpus in splits.values():
+            for ex in corpus:
+                if ex.label is not None and ex.label not in labels:
+                    raise ZhnerError(f"label {ex.label!r} is not in train ({', '.join(labels)})", corpus.path, ex.line)
+        if positive is not None and positive not in labels:
+            raise ZhnerError(f"data.positive: {positive!r} is not a label ({', '.join(labels)})", "config")
+        return cls(labels, metric, positive)
 
     def has_target(self, example: Example) -> bool:
         return example.label is not None
@@ -133,7 +145,8 @@ class SentenceClassification:
 
 class LabelScorer(ClassificationScorer):
     def add_example(self, example: Example, predicted: dict, scheme: str | None = None) -> None:
-        self.add(example.label, predicted["label"])
+        # an example without tokens gets no label (the model is not called): it counts as wrong
+        self.add(example.label, predicted["label"] if predicted["label"] is not None else "<none>")
 
 
 Task = SpanTagging | SentenceClassification

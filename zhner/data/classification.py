@@ -44,6 +44,8 @@ def classification_example(text: str, label: str | None, unit: str, path: Path, 
     if label is not None and not label.strip():
         raise ZhnerError("empty label", path, lineno)
     example = example_from_text(text, unit)
+    if not example.tokens:
+        raise ZhnerError("no words in the text", path, lineno)
     example.label = None if label is None else label.strip()
     example.line = lineno
     example.meta["record"] = True

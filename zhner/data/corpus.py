@@ -288,6 +288,8 @@ def _jsonl_example(record: dict, kind: str | None, scheme: str, unit: str, path:
     text = record["text"]
     if kind == "label":
         example = example_from_text(text, unit)
+        if not example.tokens:
+            raise ZhnerError("no words in the text", path, lineno)
         example.label = record_label(record, path, lineno)
     elif kind == "entities":
         if unit != "char":

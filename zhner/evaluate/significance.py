@@ -104,9 +104,11 @@ def compare(runs_a: dict[int, dict], runs_b: dict[int, dict], metrics: Sequence[
     """runs_*: seed -> run summary ({"test": {"f1_strict": ...}, "dev": {...}}). Mean +- std of each metric over every run of
     each set, and a paired t-test (a minus b) over the seeds both sets have. Default metrics: METRICS for taggers,
     CLASSIFICATION_METRICS for classifiers (their summaries have accuracy)."""
+    kinds = {"accuracy" in (r.get("test") or {}) for r in (*runs_a.values(), *runs_b.values())}
+    if len(kinds) > 1:
+        raise ZhnerError("one run set is a classifier's and the other a tagger's: nothing to compare")
     if metrics is None:
-        first = next(iter(runs_a.values()), {})
-        metrics = CLASSIFICATION_METRICS if "accuracy" in (first.get("test") or {}) else METRICS
+        metrics = CLASSIFICATION_METRICS if kinds == {True} else METRICS
     paired_seeds = sorted(set(runs_a) & set(runs_b))
     result = {"seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b), "paired_seeds": paired_seeds, "metrics": {}}
     for metric in metrics:

@@ -129,11 +129,13 @@ class SequenceTagger(nn.Module):
         return 32 * FLOAT * length * self.out.in_features
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean negative log-likelihood of the gold tags (per sentence under a CRF, per token under softmax)."""
+        """Negative log-likelihood of the gold tags, summed over a sentence's tokens and averaged over sentences (the
+        CRF's and the softmax head's alike, so that data-parallel shards weigh their sentences the same way)."""
         emissions, mask = self.emissions(batch), batch["mask"]
         if self.crf is not None:
             return self.crf(emissions, batch["tags"], mask, reduction="mean")
-        return nn.functional.cross_entropy(emissions[mask], batch["tags"][mask])
+        per_token = nn.functional.cross_entropy(emissions[mask], batch["tags"][mask], reduction="sum")
+        return per_token / mask.shape[0]
 
     @torch.no_grad()
     def decode(self, batch: dict[str, torch.Tensor]) -> list[list[int]]:

