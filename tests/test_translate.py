@@ -139,3 +139,33 @@ def test_model_translator_errors(tmp_path):
     if importlib.util.find_spec("transformers") is not None:
         with pytest.raises(ZhnerError, match="cannot load"):
             make_translator(f"model:{tmp_path / 'empty'}")
+
+
+def test_cli_translate_writes_records_and_reports(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from zhner.cli import app
+
+    monkeypatch.setenv("ZHNER_TRANSLATION_CACHE", str(tmp_path / "cache.jsonl"))
+    source = tmp_path / "given.jsonl"
+    write_jsonl(source, [{"text": "北京欢迎你", "translation": "Beijing welcomes you"}])
+    (tmp_path / "in.txt").write_text("北京欢迎你\n上海\n\n北京欢迎你\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["translate", str(tmp_path / "in.txt"), "-o", str(out), "--translator", f"file:{source}"])
+    assert result.exit_code == 0, result.output
+    assert "coverage 50.0%" in result.output and "2 translated" in result.output
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert records == [{"text": "北京欢迎你", "translation": "Beijing welcomes you"}, {"text": "上海", "translation": ""}]
+    assert FileTranslator(out).translate(["上海"]) == [""]  # the output reads back as a file translator
+
+
+def test_jsonl_corpus_carries_translations(tmp_path):
+    from zhner.data.corpus import read_corpus
+
+    path = tmp_path / "c.jsonl"
+    write_jsonl(path, [{"text": "北京", "entities": [[0, 2, "LOC"]], "translation": "Beijing"}, {"text": "上海", "entities": []}])
+    corpus = read_corpus(path)
+    assert [ex.translation for ex in corpus] == ["Beijing", None]
+    path.write_text('{"text": "北京", "translation": 3}\n', encoding="utf-8")
+    with pytest.raises(ZhnerError, match=":1"):
+        read_corpus(path)

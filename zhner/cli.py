@@ -1,4 +1,5 @@
-"""The `zhner` command: train / sweep / evaluate / compare / attention / predict / serve / export / score / data / bench / demo.
+"""The `zhner` command: train / sweep / evaluate / compare / attention / predict / serve / export / score / translate / data /
+bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -383,6 +384,42 @@ def score(
         raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
     result = score_files(gold, pred, scheme=scheme)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
+
+
+@app.command()
+def translate(
+    data: str = typer.Argument(
+        ..., help="a dataset name (every split), a corpus file, or a .txt file (one Chinese sentence a line)"
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="the JSONL file of {text, translation} records to write"),
+    translator: str = typer.Option("cedict", "--translator", help="cedict | file:PATH | model:DIR"),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="read and extend the translation cache ($ZHNER_TRANSLATION_CACHE)"),
+) -> None:
+    """Translate a corpus's sentences into English once, for ACT-S (model.translator: file:OUTPUT). Each distinct text
+    gets one record; a text the translator cannot translate gets "" (a missing translation, not an error). Speed
+    (sentences/s) and coverage (share of non-empty translations) go to stderr."""
+    from zhner.data.catalogue import DATASETS
+    from zhner.data.corpus import read_corpus
+    from zhner.data.example import Example
+    from zhner.data.registry import load_dataset
+    from zhner.fileio import atomic_open, reading
+    from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
+
+    if not Path(data).exists() and data in DATASETS:
+        texts = [ex.text for corpus in load_dataset(data).values() for ex in corpus]
+    elif Path(data).suffix == ".txt":
+        with reading(data, "a text file"):
+            texts = [line.strip() for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        texts = [ex.text for ex in read_corpus(data)]
+    examples = [Example(list(text)) for text in dict.fromkeys(texts)]
+    tr = make_translator(translator)
+    store = TranslationCache(translation_cache_path()) if cache else None
+    stats = fill_translations(examples, tr, store)
+    with atomic_open(output) as f:
+        for ex in examples:
+            f.write(json.dumps({"text": ex.text, "translation": ex.translation}, ensure_ascii=False) + "\n")
+    _echo_err(translation_report(stats, tr.name) + f"; wrote {len(examples):,} records to {output}")
 
 
 @app.command()

@@ -301,6 +301,10 @@ def _jsonl_example(record: dict, kind: str | None, scheme: str, unit: str, path:
             raise ZhnerError(f"entities: {exc}", path, lineno) from None
     else:
         example = example_from_text(text, unit)
+    if "translation" in record:  # a bilingual record (ACT-S): "" = known to be missing
+        if not isinstance(record["translation"], str):
+            raise ZhnerError('"translation" must be a string', path, lineno)
+        example.translation = record["translation"]
     example.line = lineno
     example.meta["jsonl"] = True
     return example
