@@ -72,7 +72,7 @@ def test_every_model_field_is_bounded():
     from zhner.config import config_from_dict
 
     cases = _model_fields()
-    assert {name for name, _, _ in cases} == {"tener", "bilstm_crf", "flat", "atssa", "nflat", "bert_tagger", "bert_classifier", "tener_classifier"}
+    assert {name for name, _, _ in cases} == {"tener", "bilstm_crf", "flat", "atssa", "nflat", "bert_tagger", "bert_classifier", "tener_classifier", "acts"}
     assert len(cases) > 40
     for name, field, value in cases:
         with pytest.raises(ZhnerError, match=rf"model\.{field}: Input should be"):

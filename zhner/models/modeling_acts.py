@@ -42,7 +42,7 @@ class ACTSConfig(ModelConfig):
     # the Chinese encoder: TENER's (sizes as configs/tener_*.yaml); D = heads x head_dim is also the ACT-S width
     heads: Positive = 4
     head_dim: Positive = 64
-    layers: int = Field(1, ge=0)  # TENER layers over the character input before the ACT-S blocks (0: none)
+    layers: Positive = 1  # TENER layers over the character input before the ACT-S blocks
     ff_ratio: Ratio = 2.0
     dropout: Dropout = 0.15  # inside the encoders and the ACT-S blocks
     fc_dropout: Dropout = 0.4  # before the output layer
