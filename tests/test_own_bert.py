@@ -192,8 +192,12 @@ def test_config_round_trip_and_errors(shared_data):
 
 
 def test_zhner_itself_never_imports_transformers():
+    """BERT is zhner's own; the one exception is the adapter that runs a user's own seq2seq MT model directory
+    (zhner/translate/model.py), which is transformers' format by definition."""
     root = Path(__file__).parent.parent / "zhner"
     for path in root.rglob("*.py"):
+        if path == root / "translate" / "model.py":
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
