@@ -16,9 +16,9 @@ from zhner.data.example import Example
 from zhner.data.schemes import SCHEMES, all_tags, convert_tags, split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.classification import ClassificationScorer
-from zhner.evaluate.metrics import NERScorer, headline
+from zhner.evaluate.metrics import CLASSIFICATION_HEADLINE, NERScorer, headline
 
-CLASSIFICATION_METRICS = ("accuracy", "mcc", "macro_f1", "f05")
+CLASSIFICATION_METRICS = CLASSIFICATION_HEADLINE  # any of them can select the best epoch (data.metric)
 
 
 class SpanTagging:
