@@ -167,8 +167,9 @@ def classification_table() -> str:
         pm = (lambda k: f"{t[k]} ± {sd[k]}") if len(r["seeds"]) > 1 else (lambda k: f"{t[k]}")
         epochs = ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
         speed = "-" if r["train_sentences_per_s"] is None else f"{r['train_sentences_per_s']:.1f}"
+        model = f"{r['model']} ({r['variant']})" if r.get("variant") else r["model"]
         rows.append(
-            f"| {r['model']} | {r['dataset']} | {pm('accuracy')} | {pm('mcc')} | {pm('macro_f1')} | {d['accuracy']} | "
+            f"| {model} | {r['dataset']} | {pm('accuracy')} | {pm('mcc')} | {pm('macro_f1')} | {d['accuracy']} | "
             f"{d['mcc']} | {epochs} | {len(r['seeds'])} | {speed} |"
         )
     return "\n".join(rows)
