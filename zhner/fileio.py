@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -77,3 +78,26 @@ def reading(path: str | Path, expected: str = "a file") -> Iterator[None]:
         raise ZhnerError(f"is a directory, expected {expected}", path) from None
     except OSError as exc:
         raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+
+
+def read_jsonl_cache(path: Path, add: Callable[[dict], None], bad: str) -> None:
+    """Feed each record of an append-only JSONL cache to `add` (nothing when the file does not exist yet); a line that
+    is not JSON, or that `add` rejects with ValueError / KeyError / TypeError, is a ZhnerError `bad` at its line."""
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                add(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                raise ZhnerError(bad, path, n) from None
+
+
+def append_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """Append records to a JSONL file, one per line, creating it and its folder if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -7,7 +7,6 @@ records are appended, so a rerun -- or a second run on the same data -- parses n
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from zhner.data.example import Example
 from zhner.errors import ZhnerError
+from zhner.fileio import append_jsonl, read_jsonl_cache
 from zhner.syntax.distance import check_heads
 from zhner.syntax.parsers import Parser
 
@@ -40,16 +40,10 @@ class ParseCache:
         self.path = Path(directory) / FILE
         self.heads: dict[str, list[int]] = {}
         self.new: dict[str, list[int]] = {}
-        if self.path.is_file():
-            with open(self.path, encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                        self.heads[record["key"]] = [int(h) for h in record["heads"]]
-                    except (ValueError, KeyError, TypeError):
-                        raise ZhnerError("not a parse-cache record (delete the file to parse again)", self.path, n) from None
+        read_jsonl_cache(self.path, self._add, "not a parse-cache record (delete the file to parse again)")
+
+    def _add(self, record: dict) -> None:
+        self.heads[record["key"]] = [int(h) for h in record["heads"]]
 
     def get(self, key: str) -> list[int] | None:
         return self.heads.get(key)
@@ -60,10 +54,7 @@ class ParseCache:
     def save(self) -> None:
         if not self.new:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            for key, heads in self.new.items():
-                f.write(json.dumps({"key": key, "heads": heads}) + "\n")
+        append_jsonl(self.path, ({"key": key, "heads": heads} for key, heads in self.new.items()))
         self.new = {}
 
     def __len__(self) -> int:

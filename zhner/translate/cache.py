@@ -6,7 +6,6 @@ are appended, so a rerun translates nothing again. Default location: `$ZHNER_TRA
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zhner.data.example import Example
-from zhner.errors import ZhnerError
+from zhner.fileio import append_jsonl, read_jsonl_cache
 from zhner.translate.base import Translator
 
 
@@ -30,18 +29,12 @@ class TranslationCache:
         self.path = Path(path)
         self.table: dict[tuple[str, str], str] = {}
         self.new: dict[tuple[str, str], str] = {}
-        if self.path.is_file():
-            with open(self.path, encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        r = json.loads(line)
-                        if not all(isinstance(r[k], str) for k in ("translator", "text", "translation")):
-                            raise TypeError
-                    except (ValueError, KeyError, TypeError):
-                        raise ZhnerError("not a translation-cache record (delete the file to translate again)", self.path, n) from None
-                    self.table[(r["translator"], r["text"])] = r["translation"]
+        read_jsonl_cache(self.path, self._add, "not a translation-cache record (delete the file to translate again)")
+
+    def _add(self, r: dict) -> None:
+        if not all(isinstance(r[k], str) for k in ("translator", "text", "translation")):
+            raise TypeError
+        self.table[(r["translator"], r["text"])] = r["translation"]
 
     def get(self, translator: str, text: str) -> str | None:
         return self.table.get((translator, text))
@@ -52,10 +45,8 @@ class TranslationCache:
     def save(self) -> None:
         if not self.new:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            for (name, text), translation in self.new.items():
-                f.write(json.dumps({"translator": name, "text": text, "translation": translation}, ensure_ascii=False) + "\n")
+        records = ({"translator": n, "text": t, "translation": tr} for (n, t), tr in self.new.items())
+        append_jsonl(self.path, records)
         self.new = {}
 
     def __len__(self) -> int:
