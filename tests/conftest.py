@@ -21,6 +21,13 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def private_caches(tmp_path, monkeypatch):
+    """No test reads or writes the user's parse and translation caches (~/.cache/zhner): each gets its own."""
+    monkeypatch.setenv("ZHNER_TRANSLATION_CACHE", str(tmp_path / "translations.jsonl"))
+    monkeypatch.setenv("ZHNER_PARSE_CACHE", str(tmp_path / "parses"))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return SHARED_DATA

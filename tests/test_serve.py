@@ -16,14 +16,15 @@ import pytest
 import uvicorn
 
 from conftest import REPO, TINY_TENER
+from test_acts import tiny_config
 from zhner.cli import resolve_config
-from zhner.config import load_config
+from zhner.config import config_from_dict, load_config
 from zhner.data.registry import load_dataset
 from zhner.serve.app import Limits, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
-from zhner.train.trainer import train
+from zhner.train.trainer import prepare, train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
 FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
@@ -213,6 +214,47 @@ def test_nbest_field(server, sentences):
     assert (err.value.status, err.value.field) == (422, "texts[1]")
 
 
+def test_translations_reach_an_acts_model(shared_data, tmp_path):
+    """An ACT-S model reads the translation(s) a request gives, as Tagger.predict / nbest do; an untrained one finds many
+    entities, so scores that move with the translation show it arrived."""
+    from fastapi.testclient import TestClient
+
+    run = prepare(config_from_dict(tiny_config(shared_data, tmp_path)), log=lambda _: None)  # no translator
+    tagger, texts = run.tagger, [ex.text for ex in run.splits["train"]][:3]
+    given = ["Gao Yong, male, Chinese nationality", None, "Born in 1966"]
+    with TestClient(create_app(tagger, LIMITS)) as client:
+        one = client.post("/v1/ner", json={"text": texts[0], "translation": given[0], "confidence": True})
+        assert one.status_code == 200, one.text
+        assert one.json()["entities"] == tagger.predict(texts[:1], confidence=True, translations=given[:1])[0]
+        assert one.json()["entities"] != tagger.predict(texts[:1], confidence=True)[0]
+        several = client.post("/v1/ner", json={"texts": texts, "translations": given, "confidence": True})
+        assert [r["entities"] for r in several.json()["results"]] == tagger.predict(texts, confidence=True, translations=given)
+        ranked = client.post("/v1/ner", json={"text": "高勇：男", "translation": "Gao Yong, male", "nbest": 2}).json()["nbest"]
+        assert ranked == tagger.nbest(["高勇：男"], 2, translations=["Gao Yong, male"])[0] != tagger.nbest(["高勇：男"], 2)[0]
+        bad = [
+            ({"texts": texts, "translations": given[:2]}, "translations", "2 translations for 3 texts"),
+            ({"text": texts[0], "translations": given[:1]}, "translations", "with 'text' give 'translation'"),
+            ({"texts": texts, "translation": "x"}, "translation", "with 'texts' give 'translations'"),
+            ({"text": texts[0], "translation": 5}, "translation", "valid string"),
+            ({"texts": texts[:1], "translations": [5]}, "translations[0]", "valid string"),
+            ({"texts": texts[:2], "translations": [None, "a \ud800 b"]}, "translations[1]", "lone surrogate U+D800"),
+        ]
+        for body, field, message in bad:  # json.dumps escapes a lone surrogate as JSON may carry it
+            res = client.post("/v1/ner", content=json.dumps(body), headers={"content-type": "application/json"})
+            assert res.status_code == 422 and res.json()["field"] == field and message in res.json()["error"], res.text
+        res = client.post("/v1/ner", json={"text": texts[0], "translation": "x" * 501})  # the text limit (500) holds for it too
+        assert res.status_code == 413 and res.json()["field"] == "translation", res.text
+
+
+def test_translations_need_a_model_that_reads_them(server):
+    client, _ = server
+    bodies = [({"text": "张三", "translation": "Zhang San"}, "translation"), ({"texts": ["张三"], "translations": [None]}, "translations")]
+    for body, field in bodies:
+        res = client.post("/v1/ner", json=body)
+        assert res.status_code == 422 and res.json()["field"] == field, res.text
+        assert "model.name: tener) has no translation field" in res.json()["error"]
+
+
 def test_long_text_beside_short_requests(model_dir, sentences):
     """A 6,000-character text is tagged as its sentences, stitched back as `predict` does, while short requests sent
     beside it are answered before it is done."""
@@ -360,7 +402,7 @@ def test_health_labels_and_openapi(server):
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/NERRequest"}
     assert {"400", "408", "413", "415", "422", "503"} <= set(post["responses"])
     schemas = spec["components"]["schemas"]
-    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts", "confidence", "nbest"}
+    assert set(schemas["NERRequest"]["properties"]) == {"text", "texts", "confidence", "nbest", "translation", "translations"}
     assert set(schemas["Entity"]["required"]) == {"type", "start", "end", "text"}
     assert set(schemas["ErrorBody"]["properties"]) == {"error", "field"}
     assert "/health" in spec["paths"] and "/v1/labels" in spec["paths"]
@@ -387,6 +429,7 @@ class FakePieces:
 
     def __init__(self, seconds_per_call: float = 0.0):
         self.calls: list[list[str]] = []
+        self.translations: list[list | None] = []  # per call: the translations keyword (None: not passed)
         self.seconds_per_call = seconds_per_call
 
     def split(self, text: str) -> list[tuple[int, str]]:
@@ -396,8 +439,12 @@ class FakePieces:
             offset += len(part) + 1
         return pieces
 
-    def piece_spans(self, chunks, batch_size, confidence=False):
+    def piece_translations(self, pieces, translation):
+        return [None if translation is None else f"{translation}{k}" for k in range(len(pieces))]
+
+    def piece_spans(self, chunks, batch_size, confidence=False, translations=None):
         self.calls.append(list(chunks))
+        self.translations.append(translations)
         time.sleep(self.seconds_per_call)
         if "boom" in chunks:
             raise ValueError("model failed")
@@ -435,6 +482,19 @@ def test_micro_batcher_slices_results_and_survives_errors():
             await batcher.submit(["x"] * 11)
 
     run_batcher(fake, body, max_texts=8, max_wait_ms=50, max_pending_texts=10)
+
+
+def test_micro_batcher_carries_translations_with_their_pieces():
+    fake = FakePieces()
+
+    async def body(batcher):
+        await asyncio.gather(batcher.submit(["a|bb", "c"], translations=["T", None]), batcher.submit(["ddd"]))
+        assert len(fake.calls) == 1  # the two requests share a call; each piece keeps its own translation
+        assert dict(zip(fake.calls[0], fake.translations[0])) == {"a": "T0", "bb": "T1", "c": None, "ddd": None}
+        await batcher.submit(["e"])
+        assert fake.translations[-1] is None  # no request with translations in the call: the keyword stays out
+
+    run_batcher(fake, body, max_texts=8, max_wait_ms=50)
 
 
 def test_run_alone_uses_the_model_thread_the_backlog_and_the_timeout():

@@ -204,3 +204,22 @@ def test_missing_parser_package_is_a_one_line_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "udchinese", None)
     with pytest.raises(ZhnerError, match=r"needs the udchinese package"):
         make_parser("udchinese")
+
+
+def test_a_model_directory_checks_its_parser_at_load(monkeypatch, tmp_path):
+    import importlib.util
+
+    from zhner.models.fields import SyntaxField
+    from zhner.syntax.parsers import check_parser
+
+    real = importlib.util.find_spec
+    # CI installs no [syntax] extra: udchinese is made present, its ufal.udpipe missing, whatever is installed here
+    present = {"udchinese": object(), "ufal.udpipe": None}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: present[name] if name in present else real(name, *a))
+    saved = SyntaxField("syntax", parser="udchinese", over="tokens").to_dict()
+    with pytest.raises(ZhnerError, match=r"udchinese parser needs the ufal package: pip install 'zhner\[syntax\]'"):
+        SyntaxField.from_dict(saved)
+    assert SyntaxField.from_dict(SyntaxField("window", parser="udchinese").to_dict()).kind == "window"  # WLA parses nothing
+    check_parser(f"conllu:{tmp_path / 'elsewhere.conllu'}")  # relative to where it parses: looked for only then
+    with pytest.raises(ZhnerError, match="unknown parser"):
+        check_parser("stanza")

@@ -138,15 +138,26 @@ def compare(
 
 @app.command()
 def attention(
-    model_dir: Path = typer.Argument(..., help="a trained ATSSA model directory"),
-    text: str = typer.Argument(..., help="one sentence (at most 256 characters)"),
+    model_dir: Path = typer.Argument(..., help="a trained ATSSA model, or a BERT / TENER model with model.local_attention (SLA / WLA)"),
+    text: str = typer.Argument(..., help="one sentence (at most 256 characters / 254 word pieces)"),
     output: Path = typer.Option(Path("attention"), "-o", "--output", help="directory for the PNGs and tables"),
 ) -> None:
-    """Heatmaps of ATSSA's selective attention per layer and head, the keys each query kept (the paper's Figure 9)."""
-    from zhner.evaluate.attention import cjk_font, plot_attention, selective_maps
-    from zhner.tagger import Tagger
+    """Heatmaps of a model's attention on one sentence: ATSSA's selective attention per layer and head (the ATSSA paper's
+    Figure 9), or SLA / WLA's global, local and mixed distributions per layer with the local mask (the SLA paper's
+    Figure 3)."""
+    import zhner
+    from zhner.evaluate.attention import cjk_font, local_maps, plot_attention, plot_local_maps, selective_maps
 
-    maps = selective_maps(Tagger.load(model_dir), text)
+    pipeline = zhner.load(model_dir)
+    if getattr(pipeline.config.model, "local_attention", "none") != "none":
+        maps = local_maps(pipeline, text)
+        pngs = plot_local_maps(maps, output)
+        typer.echo("prediction: " + json.dumps(maps["prediction"], ensure_ascii=False))
+        for n, layer in enumerate(maps["layers"]):
+            typer.echo(f"layer {n + 1} gates: " + " ".join(f"{p}:{g:.2f}" for p, g in zip(maps["pieces"], layer["gate"])))
+        typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
+        return
+    maps = selective_maps(pipeline, text)
     pngs = plot_attention(maps, output)
     if cjk_font() is None:
         _echo_err(f"note: no CJK font installed (fc-list :lang=zh is empty): ticks are character indices, see {output / 'tokens.txt'}")
@@ -155,6 +166,61 @@ def attention(
         for h, kept in enumerate(layer["kept"]):
             typer.echo(f"layer {n + 1} head {h + 1} keys kept: " + " ".join(f"{c}{k}" for c, k in zip(maps["chars"], kept)))
     typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
+
+
+@app.command()
+def gates(
+    model_dirs: list[Path] = typer.Argument(..., help="trained BERT / TENER models with model.local_attention (SLA / WLA)"),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="DATASET[:SPLIT] or a corpus file to run (default: each model's own dataset, dev split)"
+    ),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write the plot here (PNG) and its table beside it (.json)"),
+    batch_size: int = typer.Option(32, min=1),
+) -> None:
+    """Mean gate g of each layer (SLA Eq. 5) over every word piece of a dataset: the SLA paper's Figure 2. Prints one
+    row per model; with -o, a PNG with one line per model and a JSON table beside it."""
+    import zhner
+    from zhner.evaluate.attention import gate_means, plot_gates
+    from zhner.fileio import atomic_write_text
+
+    rows: dict[str, list[float]] = {}
+    for model_dir in model_dirs:
+        pipeline = zhner.load(model_dir)
+        corpus = _corpus_for(data, pipeline) if data else _own_dev(pipeline)
+        rows[str(model_dir)] = gate_means(pipeline, corpus.sentences, batch_size)
+        typer.echo(f"{model_dir}\t" + "\t".join(f"{g:.3f}" for g in rows[str(model_dir)]))
+    if output is not None:
+        plot_gates(rows, output)
+        table = {"command": "zhner gates " + " ".join(sys.argv[2:]), "data": data, "gates": rows}
+        atomic_write_text(output.with_suffix(".json"), json.dumps(table, indent=1) + "\n")
+        typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
+
+
+def _own_dev(pipeline):
+    """The dev split of the data the model was trained on, read as the trainer read it."""
+    from zhner.data.registry import load_dataset
+    from zhner.train.trainer import dataset_unit
+
+    cfg = pipeline.config.data
+    if cfg.dataset is None:
+        raise ZhnerError("the model's config names no dataset: give --data", "data.dataset")
+    unit = cfg.unit or dataset_unit(cfg.dataset)
+    return load_dataset(cfg.dataset, cfg.data_dir, msra_dev=cfg.msra_dev, unit=unit)["dev"]
+
+
+def _corpus_for(data: str, pipeline):
+    """DATASET[:SPLIT] (default split test) or a corpus file, read in the model's token unit."""
+    from zhner.data.catalogue import DATASETS, SPLITS
+    from zhner.data.corpus import read_corpus
+    from zhner.data.registry import load_dataset
+
+    name, _, split = data.partition(":")
+    if not Path(data).exists() and name in DATASETS:
+        if split and split not in SPLITS:
+            expected = ", ".join(f"{name}:{s}" for s in SPLITS)
+            raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
+        return load_dataset(name)[split or "test"]
+    return read_corpus(data, unit=pipeline.featurizer.unit)
 
 
 @app.command()
@@ -167,22 +233,13 @@ def evaluate(
     """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
     MCC / macro-F1 / F0.5 for a classifier."""
     import zhner
-    from zhner.data.catalogue import DATASETS, SPLITS
-    from zhner.data.corpus import map_types, read_corpus
-    from zhner.data.registry import load_dataset
+    from zhner.data.corpus import map_types
     from zhner.data.schemes import split_tag
 
     torch_device = _device(device)
     tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
-    name, _, split = data.partition(":")
-    if not Path(data).exists() and name in DATASETS:
-        if split and split not in SPLITS:
-            expected = ", ".join(f"{name}:{s}" for s in SPLITS)
-            raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
-        corpus = load_dataset(name)[split or "test"]
-    else:
-        corpus = read_corpus(data, unit=tagger.featurizer.unit)
+    corpus = _corpus_for(data, tagger)
     if (corpus.scheme is None) != (tagger.task.kind == "classification"):
         what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
         raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)

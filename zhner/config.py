@@ -75,6 +75,7 @@ class TrainConfig(_Section):
     optimizer: Literal["sgd", "adamw"] = "sgd"
     lr: float = Field(1e-3, gt=0)
     bert_lr: float | None = Field(None, gt=0)  # learning rate of the BERT encoder, when the model has one (default: lr)
+    gate_lr: float | None = Field(None, gt=0)  # SLA / WLA gates (model.local_attention); default: their encoder's rate
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
     batch_size: int = Field(16, ge=1)

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from zhner.errors import ZhnerError
+from zhner.nn.bert import BertCharFeatures
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.tagger import Tagger
@@ -33,7 +34,7 @@ ONNX_FILE = "model.onnx"
 OPSET = 18
 # FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): a smaller attention budget than Tagger's
 ONNX_MAX_CELLS = 250_000
-_INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece")
+_INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask")
 _DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P")} | {
     k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
 }
@@ -79,13 +80,15 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     model = tagger.model.eval()
     batch = example_batch(tagger)
     bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
-    names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k == "bert_ids")]
+    names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k in ("bert_ids", "local_mask"))]
     graph = EmissionsGraph(model, names)
     dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W")}
     if model.task_kind == "classification" and bert is None:  # a character classifier's graph reads one window
         dims["L"] = torch.export.Dim("L", min=1, max=model.config.window)
     dims["P"] = torch.export.Dim("P", min=3, max=bert.window + 2 if bert is not None else 1 << 16)
-    dynamic = tuple({0: dims[_DIMS[k][0]], 1: dims[_DIMS[k][1]]} for k in names)
+    # SLA / WLA's local_mask is square over BERT's pieces ([B, P + 2, P + 2]) or the characters ([B, L, L])
+    shapes = _DIMS | {"local_mask": ("B", "P" if bert is not None else "L", "P" if bert is not None else "L")}
+    dynamic = tuple({axis: dims[d] for axis, d in enumerate(shapes[k])} for k in names)
     partial = path.with_name(f".{path.name}.partial")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -239,20 +242,31 @@ class OnnxClassifier(Classifier):
         return cls(_session(path, threads), base, path)
 
     def _window_logits(self, ex) -> tuple[np.ndarray, np.ndarray]:
-        """Each window's logits [N, C] and size [N, 1] for one example."""
+        """Each window's logits [N, C] and size [N, 1] for one example. SLA / WLA models also feed each window its block
+        of the local mask, cut as the PyTorch model cuts it."""
         item = self.featurizer.encode(ex, labelled=False)
+        local = self.featurizer.collate([item])["local_mask"] if "local_mask" in self.input_names else None
         if not self.bert:
             starts = range(0, len(ex), self.window)
-            feeds = [
-                {name: np.asarray([item[name][s : s + self.window]] if name != "mask" else
-                                  [[True] * len(item["chars"][s : s + self.window])]) for name in self.input_names}
-                for s in starts
-            ]
+            feeds = []
+            for s in starts:
+                feed = {name: np.asarray([item[name][s : s + self.window]]) for name in self.input_names if name in item}
+                feed["mask"] = np.asarray([[True] * len(item["chars"][s : s + self.window])])
+                if local is not None:  # [1, w, w]: the window's characters attend within the window
+                    feed["local_mask"] = local[:, s : s + self.window, s : s + self.window].numpy()
+                feeds.append(feed)
             logits = np.concatenate([self.session.run(None, f)[0] for f in feeds])
             return logits, np.array([[len(f["mask"][0])] for f in feeds], dtype=np.float32)
         field = self.featurizer.fields["pieces"]
         pieces = item["bert_ids"][1:-1]
         windows = [pieces[s : s + self.window] for s in range(0, len(pieces), self.window)]
+        if local is not None:  # one window per call: each has its own square mask
+            logits = []
+            for i, w in enumerate(windows):
+                block = BertCharFeatures.window_local_mask(local, i * self.window, len(w), torch.tensor([len(w)]))
+                ids = np.asarray([[field.cls, *w, field.sep]], dtype=np.int64)
+                logits.append(self.session.run(None, {"bert_ids": ids, "local_mask": block.numpy()})[0])
+            return np.concatenate(logits), np.array([[len(w)] for w in windows], dtype=np.float32)
         ids = np.full((len(windows), max(len(w) for w in windows) + 2), field.pad_id, dtype=np.int64)
         for i, w in enumerate(windows):
             ids[i, : len(w) + 2] = [field.cls, *w, field.sep]

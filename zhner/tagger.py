@@ -17,6 +17,7 @@ from zhner.data.example import Example
 from zhner.data.longtext import split_long_text, stitch
 from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
+from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
 from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, run_in_batches
 
@@ -86,11 +87,49 @@ class Tagger(Pipeline):
         max_len = self.piece_chars(memory_mb)
         return split_long_text(text, max_len, min(OVERLAP, max_len // 4))
 
-    def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
+    def translation_field(self) -> TranslationField:
+        """The field that reads each text's English translation (ACT-S); a ZhnerError for a model without one."""
+        field = self.featurizer.fields.get("translation")
+        if field is None:
+            raise ZhnerError(
+                f"translations are read by ACT-S models (model.name: acts) only; this model (model.name: "
+                f"{self.config.model.name}) has no translation field"
+            )
+        return field
+
+    def piece_translations(self, pieces: list[Piece], translation: str | None) -> list[str | None]:
+        """The translation each piece of a text is tagged with, given the text's own (None: the model's translator
+        translates each piece, a sentence's own translation aligning best). A given translation -- "" included, a known
+        missing one -- goes whole to every piece of a cut text: ACT-S's cross-attention is global over the English
+        words, so a piece can still find its own among them (and a file translator would not know the pieces)."""
+        return [translation] * len(pieces)
+
+    def _translated_examples(self, texts: Sequence[str], translations: Sequence[str | None] | None) -> list[Example]:
+        """`examples(texts)`, each carrying its translation when `translations` is given (a model without a
+        translation field refuses them: they would be silently ignored)."""
+        examples = self.examples(texts)
+        if translations is not None:
+            self._check_translations(translations, len(examples))
+            for example, translation in zip(examples, translations):
+                example.translation = translation
+        return examples
+
+    def _check_translations(self, translations: Sequence[str | None], count: int) -> None:
+        self.translation_field()
+        if len(translations) != count:
+            raise ZhnerError(f"{len(translations)} translations for {count} texts: give one per text (None: translate it)")
+
+    def piece_spans(
+        self,
+        chunks: Sequence[str],
+        batch_size: int = 32,
+        confidence: bool = False,
+        translations: Sequence[str | None] | None = None,
+    ) -> list[list[tuple]]:
         """(start, end, type) spans of each chunk (each at most a few hundred characters), tagged in batches;
         with `confidence`, (start, end, type, probability of the span under the CRF) -- see `_scored_spans`.
-        Offsets are characters of the chunk, whatever the model's tokens."""
-        examples = self.examples(chunks)
+        Offsets are characters of the chunk, whatever the model's tokens. `translations`: one per chunk (ACT-S)."""
+        examples = self._translated_examples(chunks, translations)
         if confidence:
             self._need_crf("confidences")
             spans = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, self._scored_spans, [])
@@ -108,18 +147,30 @@ class Tagger(Pipeline):
         return [_entity(text, *span) for span in stitch(pieces, spans)]
 
     def predict(
-        self, texts: Iterable[str], batch_size: int = 32, memory_mb: float = MEMORY_MB, confidence: bool = False
+        self,
+        texts: Iterable[str],
+        batch_size: int = 32,
+        memory_mb: float = MEMORY_MB,
+        confidence: bool = False,
+        translations: Sequence[str | None] | None = None,
     ) -> list[list[dict]]:
         """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive.
         A text longer than `piece_chars(memory_mb)` is cut at sentence ends, an over-long sentence into overlapping
         windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
         The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do.
         `confidence=True` adds "score": the CRF's probability that the entity's characters carry exactly its tags
-        (computed on the piece that found it)."""
+        (computed on the piece that found it).
+        `translations` (ACT-S models only): an English translation per text, or None to translate that text with the
+        model's translator ("" without one: a missing translation). A text cut into pieces gives each piece its whole
+        translation; one without a translation has its pieces translated one by one (`piece_translations`)."""
         texts = list(texts)
         pieces = [self.split(text, memory_mb) for text in texts]
         chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
-        spans = iter(self.piece_spans(chunks, batch_size, confidence))
+        given = None
+        if translations is not None:
+            self._check_translations(translations, len(texts))
+            given = [t for tp, translation in zip(pieces, translations) for t in self.piece_translations(tp, translation)]
+        spans = iter(self.piece_spans(chunks, batch_size, confidence, given))
         return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
 
     @torch.no_grad()
@@ -148,16 +199,19 @@ class Tagger(Pipeline):
         scores = iter(probs[q] - (probs[x] if x >= 0 else 0.0) for q, x in pairs)
         return [[(s, e, t, min(1.0, max(0.0, next(scores)))) for s, e, t in sentence] for sentence in spans]
 
-    def nbest(self, texts: Iterable[str], k: int = 5, batch_size: int = 32) -> list[list[dict]]:
+    def nbest(
+        self, texts: Iterable[str], k: int = 5, batch_size: int = 32, translations: Sequence[str | None] | None = None
+    ) -> list[list[dict]]:
         """The k most probable tag paths of each text, best first, by k-best Viterbi: [{"probability", "entities"}].
         Only for texts of one piece (at most `piece_chars()` characters): the paths of a cut text's pieces would
-        combine into k^pieces candidates. Fewer than k when the text has fewer allowed paths."""
+        combine into k^pieces candidates. Fewer than k when the text has fewer allowed paths. `translations`: as in
+        `predict` (one piece each, so each text reads its own)."""
         texts = list(texts)
         for i, text in enumerate(texts):
             if len(text) > self.piece_chars():
                 raise ZhnerError(f"n-best takes texts of at most {self.piece_chars()} characters, text {i} has {len(text)}")
         self._need_crf("n-best paths")
-        examples = self.examples(texts)
+        examples = self._translated_examples(texts, translations)
         paths = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, lambda b, n: self._nbest(b, n, k), [([], 1.0)])
         return [
             [_ranked(text, ex, tags, p, self.featurizer.scheme) for tags, p in options]

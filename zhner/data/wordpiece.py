@@ -130,6 +130,9 @@ class WordPiece:
         first: list[int] = []
         for word in words:
             first.append(len(pieces))
+            if word in SPECIAL and word in self.vocab:  # "[MASK]" as a word is the mask token, never "[", "mask", "]"
+                pieces.append(word)
+                continue
             pieces.extend(self.tokenize(word) or [self.unk])
         if add_special_tokens:
             pieces.append(SEP)

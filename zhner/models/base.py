@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from zhner.nn.crf import CRF, allowed_transitions, unconstrained
@@ -40,6 +40,34 @@ class BaseModelConfig(BaseModel):
     @property
     def num_labels(self) -> int:
         return len(self.labels)
+
+
+class LocalAttentionSettings(BaseModel):
+    """SLA / WLA (zhner.nn.local_attention) as switches of a model config: every attention layer mixes the model's own
+    attention with a locally masked copy by a per-token gate. Mixed into the BERT models (bert_tagger, bert_classifier)
+    and TENER's character encoders (tener, tener_classifier); the batch's mask comes from zhner.models.fields.SyntaxField.
+    window: |i - j| <= local_window tokens; syntax: dependency-tree distance (Eq. 2) <= syntax_distance, from `parser`
+    (spacy | udchinese | conllu:PATH; null: spacy for words, udchinese for characters)."""
+
+    model_config = ConfigDict(extra="forbid")
+    local_attention: Literal["none", "window", "syntax"] = "none"
+    local_window: int = Field(3, ge=0)  # WLA's k: a window of 2k + 1 tokens
+    syntax_distance: int = Field(3, ge=0)  # SLA's m (Eq. 3)
+    gate_init: float = Field(0.5, gt=0, lt=1)  # g = sigmoid(b_g) at the start (W_g = 0); ~0 starts from the plain model
+    parser: str | None = None
+
+    @field_validator("parser")
+    @classmethod
+    def _parser(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("spacy", "udchinese") and not (v.startswith("conllu:") and len(v) > 7):
+            raise ValueError(f"unknown parser {v!r}: one of spacy, udchinese, conllu:PATH")
+        return v
+
+
+def local_inputs(config: LocalAttentionSettings, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
+    """What a TENER layer's selector reads besides the scores (zhner.nn.local_attention.GatedLocalSelector): SLA / WLA's
+    local_mask [B, L, L] (None when the batch lacks it: the selector says so); nothing without local attention."""
+    return {} if config.local_attention == "none" else {"local_mask": batch.get("local_mask")}
 
 
 class TaggerConfig(BaseModelConfig):

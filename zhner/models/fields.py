@@ -10,9 +10,11 @@ Batch keys by field:
   (start, end); W >= 1 so that no model meets an empty dimension;
 - pieces: bert_ids [B, P + 2] ([CLS] pieces [SEP], padded with [PAD]); for word-level text (English) also first_piece
   [B, L], the index in bert_ids of each word's first piece (labels sit on the first piece, as BERT's NER recipe does).
-- syntax (SLA / WLA, with pieces): local_mask [B, P + 2, P + 2] bool, True where query piece i may attend to key piece
-  j: the token mask (zhner.syntax: window |i - j| <= k, or dependency distance D(i, j) <= m from Example.heads) spread
-  over each token's pieces, [CLS] / [SEP] always allowed; padded rows allow [CLS] only, padded columns nothing.
+- syntax (SLA / WLA): local_mask, True where query i may attend to key j by the token mask (zhner.syntax: window
+  |i - j| <= k, or dependency distance D(i, j) <= m from Example.heads). Over BERT's pieces (BERT models):
+  [B, P + 2, P + 2], the token mask spread over each token's pieces, [CLS] / [SEP] always allowed; padded rows allow
+  [CLS] only, padded columns nothing. Over the tokens (character models, TENER): [B, L, L]; padded columns nothing,
+  padded rows everything (so no row is empty).
 - translation (ACT-S): the English translation (Example.translation) as word pieces of the English BERT's vocabulary:
   en_ids [B, E + 2] ([CLS] pieces [SEP], padded with [PAD]), en_pieces [B] (real pieces), en_word_of_piece [B, E + 2]
   (each piece's word index, -1 for [CLS] / [SEP] / padding: average pooling over words, APW), en_first_piece [B, Ew]
@@ -35,7 +37,7 @@ from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
-from zhner.syntax.parsers import Parser
+from zhner.syntax.parsers import Parser, check_parser
 from zhner.translate import Translator, make_translator
 
 
@@ -186,20 +188,26 @@ class PieceField:
         return cls(dict(d["vocab"]), d.get("unit", "char"), bool(d.get("lowercase", True)))
 
 
+MAX_LOCAL_TOKENS = 4096  # SLA / WLA's [L, L] mask (bool) and tree distances (int64) cost 9 L^2 bytes: 151 MB here
+
+
 class SyntaxField:
     """The local attention mask of SLA (kind "syntax": Eq. 2-3 over the example's dependency heads) or WLA (kind
-    "window": |i - j| <= window tokens), over BERT's pieces (zhner.syntax.piece_mask). Reads the pieces the PieceField
-    put in the same item (bert_ids, first_piece), so the model must read pieces too.
+    "window": |i - j| <= window tokens). `over` "pieces" (BERT models): over BERT's pieces (zhner.syntax.piece_mask),
+    reading the pieces the PieceField put in the same item (bert_ids, first_piece), so the model must read pieces too.
+    `over` "tokens" (character models: TENER's characters): over the example's tokens, [B, L, L].
 
     Heads come with the example (`zhner.syntax.add_heads` fills them before encoding, through a parse cache); an
     example without them is parsed here, one at a time, by `parser` (the predict path)."""
 
     name = "syntax"
 
-    def __init__(self, kind: str, window: int = 3, distance: int = 3, parser: str | None = None):
+    def __init__(self, kind: str, window: int = 3, distance: int = 3, parser: str | None = None, over: str = "pieces"):
         if kind not in ("window", "syntax"):
             raise ValueError(f"unknown local attention {kind!r}")
-        self.kind, self.window, self.distance, self.parser_spec = kind, window, distance, parser
+        if over not in ("pieces", "tokens"):
+            raise ValueError(f"a local mask is over pieces or tokens, not {over!r}")
+        self.kind, self.window, self.distance, self.parser_spec, self.over = kind, window, distance, parser, over
         self._parser: Parser | None = None
 
     def parser(self) -> Parser:
@@ -229,6 +237,20 @@ class SyntaxField:
         return local_mask(item["heads"], self.distance)
 
     def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        longest = width if self.over == "tokens" else max(len(it["bert_ids"]) for it in items) - 2
+        if longest > MAX_LOCAL_TOKENS:  # taggers cut text into pieces of at most 512 first; classifiers read it whole
+            raise ZhnerError(
+                f"local attention over {longest:,} tokens would build an [L, L] mask and tree distances of "
+                f"{9 * longest**2 / 2**30:.1f} GB: SLA / WLA models read at most {MAX_LOCAL_TOKENS:,} tokens at once; "
+                "cut the text", "text"
+            )
+        if self.over == "tokens":
+            out = torch.ones(len(items), width, width, dtype=torch.bool)  # [B, L, L]: padded query rows see everything
+            for b, it in enumerate(items):
+                n = it["n"]
+                out[b, :n, :n] = torch.from_numpy(self.token_mask(it))  # [n, n]
+                out[b, :n, n:] = False  # real queries: no padded key
+            return {"local_mask": out}
         P2 = max(len(it["bert_ids"]) for it in items)  # Pmax + 2
         out = torch.zeros(len(items), P2, P2, dtype=torch.bool)  # [B, Pmax + 2, Pmax + 2]
         out[:, :, 0] = True  # every row may attend to [CLS]: a padded query row is never empty
@@ -242,11 +264,16 @@ class SyntaxField:
         return {}
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "window": self.window, "distance": self.distance, "parser": self.parser_spec}
+        d = {"kind": self.kind, "window": self.window, "distance": self.distance, "parser": self.parser_spec}
+        return d | {"over": self.over}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SyntaxField":
-        return cls(d["kind"], int(d.get("window", 3)), int(d.get("distance", 3)), d.get("parser"))
+        """A saved field, its parser checked (SLA parses raw text at prediction: a missing package fails at load)."""
+        field = cls(d["kind"], int(d.get("window", 3)), int(d.get("distance", 3)), d.get("parser"), d.get("over", "pieces"))
+        if field.kind == "syntax" and field.parser_spec is not None:
+            check_parser(field.parser_spec)
+        return field
 
 
 class TranslationField:

@@ -28,11 +28,12 @@ FORMAT = 2
 
 def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: bool) -> list[str]:
     """The fields a model reads: BERT-only models (no char_dim) read word pieces alone; character taggers read
-    characters, bigrams when enabled, lexicon matches with a lexicon, and pieces when they add BERT features. BERT with
-    local attention (SLA / WLA: model.local_attention) also reads the local mask ("syntax"). Bilingual models (ACT-S:
-    model.english_bert) also read the English translation ("translation")."""
+    characters, bigrams when enabled, lexicon matches with a lexicon, and pieces when they add BERT features. Models
+    with local attention (SLA / WLA: model.local_attention; BERT's and TENER's) also read the local mask ("syntax").
+    Bilingual models (ACT-S: model.english_bert) also read the English translation ("translation")."""
+    local = ["syntax"] if getattr(model_config, "local_attention", "none") != "none" else []
     if not hasattr(model_config, "char_dim"):
-        return ["pieces"] + (["syntax"] if getattr(model_config, "local_attention", "none") != "none" else [])
+        return ["pieces"] + local
     names = ["chars"]
     if use_bigrams and model_config.bigram_dim:
         names.append("bigrams")
@@ -42,7 +43,7 @@ def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: 
         names.append("pieces")
     if hasattr(model_config, "english_bert"):
         names.append("translation")
-    return names
+    return names + local
 
 
 class Featurizer:
@@ -107,7 +108,8 @@ class Featurizer:
         Words (with a lexicon and `word_vocab`): every lexicon word matched in any split, as FLAT does -- a lexicon
         carries no labels. `bigram_min_count` > 1 keeps only bigrams seen that often in train (and no dev/test extras):
         MSRA has 313k bigrams, whose table dominates both the model size and the cost of each (dense) SGD step.
-        The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters.
+        The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters;
+        its mask is over the characters (tokens) for character models, over BERT's pieces for BERT-only models.
         The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
         examples that come without a translation."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
@@ -141,7 +143,8 @@ class Featurizer:
             fields.append(PieceField(bert_vocab, unit, lowercase))
         if "syntax" in names:
             parser = parser or ("spacy" if unit == "word" else "udchinese")
-            fields.append(SyntaxField(local_attention, local_window, syntax_distance, parser))
+            over = "tokens" if "chars" in names else "pieces"  # character models attend over characters
+            fields.append(SyntaxField(local_attention, local_window, syntax_distance, parser, over))
         if "translation" in names:
             fields.append(TranslationField(english_vocab, english_lowercase, translator))
         return cls(fields, task, unit)

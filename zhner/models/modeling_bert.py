@@ -19,15 +19,16 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import Field, field_validator
 from torch import nn
 
-from zhner.models.base import BaseModelConfig, Dropout, SequenceClassifier, SequenceTagger, TaggerConfig, attention_bytes
+from zhner.models.base import (
+    BaseModelConfig, Dropout, LocalAttentionSettings, SequenceClassifier, SequenceTagger, TaggerConfig, attention_bytes,
+)
 from zhner.nn.bert import BertCharFeatures
 from zhner.nn.local_attention import local_attention_factory
 
 
-class BertSettings(BaseModelConfig):
+class BertSettings(BaseModelConfig, LocalAttentionSettings):
     bert: str | None = None  # a local BERT directory; its config is copied into bert_config when training starts
     bert_config: dict | None = None  # BERT's own config.json fields (+ the [CLS]/[SEP]/[PAD] ids)
     bert_trainable: bool = True
@@ -36,21 +37,8 @@ class BertSettings(BaseModelConfig):
     bert_weights: bool = True
     bert_shape: dict | None = None
     dropout: Dropout = 0.1  # before the output layer
-    # SLA / WLA (zhner.nn.local_attention): every layer mixes BERT's attention with a locally masked copy by a gate.
-    # window: |i - j| <= local_window tokens; syntax: dependency-tree distance (Eq. 2) <= syntax_distance, from `parser`
-    # (spacy | udchinese | conllu:PATH; null: spacy for words, udchinese for characters)
-    local_attention: Literal["none", "window", "syntax"] = "none"
-    local_window: int = Field(3, ge=0)  # WLA's k: a window of 2k + 1 tokens
-    syntax_distance: int = Field(3, ge=0)  # SLA's m (Eq. 3)
-    gate_init: float = Field(0.5, gt=0, lt=1)  # g = sigmoid(b_g) at the start (W_g = 0); ~0 starts from plain BERT
-    parser: str | None = None
-
-    @field_validator("parser")
-    @classmethod
-    def _parser(cls, v: str | None) -> str | None:
-        if v is not None and v not in ("spacy", "udchinese") and not (v.startswith("conllu:") and len(v) > 7):
-            raise ValueError(f"unknown parser {v!r}: one of spacy, udchinese, conllu:PATH")
-        return v
+    # SLA / WLA (zhner.nn.local_attention): local_attention, local_window, syntax_distance, gate_init, parser, from
+    # LocalAttentionSettings: every layer mixes BERT's attention with a locally masked copy by a gate
 
 
 class BertTaggerConfig(BertSettings, TaggerConfig):

@@ -7,6 +7,9 @@ Not from a paper: the Chinese classifier that pretrained character vectors make 
 Chinese BERT can be had (ChnSentiCorp; the SLA paper's Chinese classification task uses BERT-base). The encoder is
 TENER's (zhner.nn.encoder.tener_encoder); pooling both the mean and the max keeps a long review's strongest cue and its
 overall tone.
+
+`local_attention: window | syntax` adds SLA / WLA's gated local attention to every layer, as for `tener`
+(zhner.models.modeling_tener); a long text's windows each read their block of the character mask.
 """
 from __future__ import annotations
 
@@ -17,11 +20,15 @@ from pydantic import model_validator
 import torch
 from torch import nn
 
-from zhner.models.base import CharInputConfig, Dropout, Positive, Ratio, SequenceClassifier, attention_bytes, char_input
+from zhner.models.base import (
+    CharInputConfig, Dropout, LocalAttentionSettings, Positive, Ratio, SequenceClassifier, attention_bytes, char_input,
+    local_inputs,
+)
 from zhner.nn.encoder import tener_encoder
+from zhner.nn.local_attention import local_selector_factory
 
 
-class TENERClassifierConfig(CharInputConfig):
+class TENERClassifierConfig(CharInputConfig, LocalAttentionSettings):
     name: Literal["tener_classifier"] = "tener_classifier"
     heads: Positive = 4
     head_dim: Positive = 32
@@ -46,7 +53,10 @@ class TENERClassifier(SequenceClassifier):
         d_model = config.heads * config.head_dim
         self.embed = char_input(config)
         self.in_proj = nn.Linear(self.embed.out_dim, d_model)
-        self.layers = tener_encoder(d_model, config.heads, config.layers, config.ff_ratio, config.dropout, config.scaled)
+        selector = local_selector_factory(config.local_attention, d_model, config.gate_init)  # SLA / WLA; none: TENER
+        self.layers = tener_encoder(
+            d_model, config.heads, config.layers, config.ff_ratio, config.dropout, config.scaled, selector
+        )
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(2 * d_model, config.num_labels)
 
@@ -58,7 +68,8 @@ class TENERClassifier(SequenceClassifier):
 
     def inference_bytes(self, length: int) -> int:
         window = min(length, self.config.window)
-        return attention_bytes(self.config.heads, window, window)
+        local = self.config.local_attention != "none"  # S^glb, S^loc and their mixture besides the scores
+        return (2 if local else 1) * attention_bytes(self.config.heads, window, window)
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
@@ -69,6 +80,8 @@ class TENERClassifier(SequenceClassifier):
         total = torch.zeros(B, self.config.num_labels, device=mask.device)
         for start in range(0, mask.shape[1], W):
             part = {k: batch[k][:, start : start + W] for k in ("chars", "bigrams", "mask") if k in batch}
+            if "local_mask" in batch:  # [B, L, L] -> this window's block [B, w, w]
+                part["local_mask"] = batch["local_mask"][:, start : start + W, start : start + W]
             n = part["mask"].sum(1)  # [B] characters of each text in this window
             rows = (n > 0).nonzero().squeeze(1)  # texts that reach this window
             logits = self.window_logits({k: v[rows] for k, v in part.items()})  # [R, C]
@@ -79,8 +92,9 @@ class TENERClassifier(SequenceClassifier):
         """Logits of texts of at most `window` characters (what ONNX export traces)."""
         mask = batch["mask"]  # [B, L]
         x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams")))  # [B, L, D]
+        local = local_inputs(self.config, batch)  # SLA / WLA: local_mask [B, L, L]
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask, **local)
         m = mask.unsqueeze(-1)  # [B, L, 1]
         mean = (x * m).sum(1) / m.sum(1).clamp(min=1)  # [B, D]
         top = x.masked_fill(~m, float("-inf")).amax(1)  # [B, D]

@@ -473,8 +473,11 @@ class BertCharFeatures(nn.Module):
             raise ZhnerError("the BERT config lacks cls_token_id / sep_token_id", "model.bert_config")
         self.cls_id, self.sep_id = int(config.cls_token_id), int(config.sep_token_id)
         self.pad_id = int(config.pad_token_id or 0)
-        if not trainable:
+        if not trainable:  # a frozen BERT; SLA / WLA's new gates (`new_parameters`) still train
             self.model.requires_grad_(False)
+            for module in self.model.modules():
+                for name in getattr(module, "new_parameters", ()):
+                    module.get_parameter(name).requires_grad_(True)
 
     def forward(self, bert_ids: torch.Tensor, lengths: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
         """`local_mask` [B, L + 2, L + 2] (SLA / WLA, True = may attend) goes to every layer's self-attention; a long

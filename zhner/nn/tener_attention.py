@@ -6,8 +6,10 @@ Q, K, V are projections of the input; R_{i-j} is the unprojected sinusoid of the
 learned per-head biases. The last term is the extra key-position term of TENER's release. As in TENER, the score is not
 scaled by 1/sqrt(d) (sharper attention suits NER) and there is no output projection.
 
-An optional `selector` (e.g. `zhner.nn.selective_attention.SelectiveAttention`, ATSSA) replaces the masked softmax:
-it receives the raw scores, the layer input (its queries) and the masks, and returns the attention weights.
+An optional `selector` replaces the masked softmax: it receives the raw scores, the layer input (its queries), the masks
+and any keyword inputs `forward` was given besides them, and returns the attention weights (attention dropout and V
+follow as without it). Two exist: ATSSA's `zhner.nn.selective_attention.SelectiveAttention`, and SLA / WLA's
+`zhner.nn.local_attention.GatedLocalSelector` (which reads `local_mask`).
 
 Memory: the release (and this module's first version) scores every query against all 2L-1 distances ([B, H, L, 2L-1], twice)
 and gathers; at L = 3,000 and 8 heads that is over 1 GB before the [B, H, L, L] scores exist. Instead, with
@@ -33,8 +35,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from zhner.nn.selective_attention import SelectiveAttention
-
 FUSED_MIN_LENGTH = 256  # characters: from here on, scaled_dot_product_attention's kernel (see above) when it can be used
 
 
@@ -48,7 +48,7 @@ def _angles(length: int, half: int, device=None) -> tuple[torch.Tensor, torch.Te
 
 class RelativeSelfAttention(nn.Module):
     def __init__(
-        self, d_model: int, heads: int, dropout: float = 0.15, scaled: bool = False, selector: SelectiveAttention | None = None
+        self, d_model: int, heads: int, dropout: float = 0.15, scaled: bool = False, selector: nn.Module | None = None
     ):
         super().__init__()
         if d_model % heads:
@@ -61,8 +61,9 @@ class RelativeSelfAttention(nn.Module):
         self.scale = self.head_dim**-0.5 if scaled else 1.0
         self.selector = selector
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [B, L, D], mask [B, L] (True = real token) -> [B, L, D]."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, **selector_inputs: torch.Tensor) -> torch.Tensor:
+        """x [B, L, D], mask [B, L] (True = real token) -> [B, L, D]. `selector_inputs` (e.g. SLA's local_mask [B, L, L])
+        go to the selector."""
         B, L, _ = x.shape
         H, d = self.heads, self.head_dim
         q, k, v = self.qkv(x).view(B, L, 3, H, d).permute(2, 0, 3, 1, 4)  # each [B, H, L, d]
@@ -83,8 +84,8 @@ class RelativeSelfAttention(nn.Module):
             scores = torch.matmul(query_side, key_side.transpose(-1, -2))  # [B, H, L, L]: content + both position terms
             if self.scale != 1.0:
                 scores = scores.mul_(self.scale)
-            if self.selector is not None:  # ATSSA: the selector turns raw scores into weights (it applies the mask)
-                attn = self.selector(scores, x, mask[:, None, :], mask)
+            if self.selector is not None:  # ATSSA, SLA: the selector turns raw scores into weights (it applies the mask)
+                attn = self.selector(scores, x, mask[:, None, :], mask, **selector_inputs)
             else:
                 attn = torch.softmax(scores.masked_fill_(~keep, float("-inf")) if keep is not None else scores, dim=-1)
             out = torch.matmul(self.dropout(attn), v)  # [B, H, L, d]

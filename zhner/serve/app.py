@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from zhner import __version__
 from zhner.data.schemes import split_tag
+from zhner.errors import ZhnerError
 from zhner.serve.batcher import MicroBatcher, Overloaded
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -57,7 +58,8 @@ class Limits(BaseModel):
 
 # -- request and response bodies ------------------------------------------------------------------------------------
 class NERRequest(BaseModel):
-    """Exactly one of `text` (one document) or `texts` (a list of documents)."""
+    """Exactly one of `text` (one document) or `texts` (a list of documents); for an ACT-S model, optionally their
+    English translations: `translation` with `text`, `translations` (one per text) with `texts`."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "张三毕业于北京大学。"}]})
     text: StrictStr | None = Field(None, description="one text; the response is one record")
@@ -65,6 +67,10 @@ class NERRequest(BaseModel):
     confidence: StrictBool = Field(False, description="add each entity's probability under the model's CRF as `score`")
     nbest: int = Field(0, ge=0, le=20, strict=True, description="add the k most probable tag paths of each text as `nbest` "
                        "(texts of one piece only: at most 512 characters)")
+    translation: StrictStr | None = Field(None, description="with `text`, ACT-S models only: its English translation "
+                                          "(absent: the model's translator makes one, or the text has none)")
+    translations: list[StrictStr | None] | None = Field(None, description="with `texts`, ACT-S models only: one English "
+                                                         "translation per text, null to have the model translate that one")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "NERRequest":
@@ -235,7 +241,9 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits, schema:
 NBEST_CHUNK = 16  # texts per n-best model call: short calls, so that micro-batches run between them
 
 
-async def _nbest(batcher: MicroBatcher, tagger, texts: list[str], k: int) -> list[list[dict]]:
+async def _nbest(
+    batcher: MicroBatcher, tagger, texts: list[str], k: int, translations: list[str | None] | None = None
+) -> list[list[dict]]:
     """Tagger.nbest on the batcher's model thread, a few texts per call between its micro-batches (one model call at a
     time, the backlog limit and the request timeout hold as for tagging); a text of more than one piece is a 422."""
     for i, text in enumerate(texts):
@@ -245,8 +253,32 @@ async def _nbest(batcher: MicroBatcher, tagger, texts: list[str], k: int) -> lis
     ranked: list[list[dict]] = []
     for start in range(0, len(texts), NBEST_CHUNK):
         chunk = texts[start : start + NBEST_CHUNK]
-        ranked += await batcher.run_alone(functools.partial(tagger.nbest, chunk, k), len(chunk))
+        given = translations[start : start + NBEST_CHUNK] if translations is not None else None
+        ranked += await batcher.run_alone(functools.partial(tagger.nbest, chunk, k, translations=given), len(chunk))
     return ranked
+
+
+def _translations(request: NERRequest, tagger: Any) -> list[str | None] | None:
+    """The request's translations, one per text (None: it gives none), or a 422 naming the field: `translation` goes
+    with `text`, `translations` with `texts` (as many), and only a model with a translation field (ACT-S) takes them."""
+    if request.translation is None and request.translations is None:
+        return None
+    if request.text is not None and request.translations is not None:
+        raise RequestError(422, "'translations' goes with 'texts'; with 'text' give 'translation'", "translations")
+    if request.texts is not None and request.translation is not None:
+        raise RequestError(422, "'translation' goes with 'text'; with 'texts' give 'translations', one per text", "translation")
+    field = "translation" if request.text is not None else "translations"
+    try:
+        tagger.translation_field()
+    except ZhnerError as exc:
+        raise RequestError(422, str(exc), field) from None
+    if request.text is not None:
+        return [request.translation]
+    texts, translations = request.texts or [], request.translations or []
+    if len(translations) != len(texts):
+        raise RequestError(422, f"{len(translations)} translations for {len(texts)} texts: give one per text (null: "
+                           "the model translates it)", "translations")
+    return list(translations)
 
 
 def _field_name(loc: tuple) -> str:
@@ -258,9 +290,15 @@ def _field_name(loc: tuple) -> str:
 
 
 def _named_texts(request: Any) -> list[tuple[str, str]]:
+    """Every text of the request with its field name, translations included (checked against the same limits)."""
     if request.text is not None:
-        return [("text", request.text)]
-    return [(f"texts[{i}]", t) for i, t in enumerate(request.texts or [])]
+        named = [("text", request.text)]
+    else:
+        named = [(f"texts[{i}]", t) for i, t in enumerate(request.texts or [])]
+    if getattr(request, "translation", None) is not None:
+        named.append(("translation", request.translation))
+    named += [(f"translations[{i}]", t) for i, t in enumerate(getattr(request, "translations", None) or []) if t is not None]
+    return named
 
 
 def _check_text(text: str, field: str, limits: Limits) -> None:
@@ -319,8 +357,12 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
                 field = "confidence" if parsed.confidence else "nbest"
                 raise RequestError(422, f"{field} needs a CRF head; this model has a softmax head", field)
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
-            entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence))
-            ranked = await unless_disconnected(request, _nbest(batcher, tagger, texts, parsed.nbest)) if parsed.nbest else None
+            translations = _translations(parsed, tagger)
+            entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence, translations))
+            if parsed.nbest:
+                ranked = await unless_disconnected(request, _nbest(batcher, tagger, texts, parsed.nbest, translations))
+            else:
+                ranked = None
         except RequestError as exc:  # after a 408 the rest of the body may still come: the connection is unusable
             return _error(exc.status, exc.error, exc.field, {"Connection": "close"} if exc.status == 408 else None)
         except Disconnected as exc:  # one line in the log, not the ASGI stack

@@ -12,11 +12,15 @@ torch runs with one thread here, and two calls would fight over the cores.
 
 A request not done within `timeout_s` fails with `Overloaded` (HTTP 503) and its pieces leave the queue, so a backlog
 drains instead of holding every later request.
+
+A request may carry a translation per text (ACT-S): each piece gets its own (`Tagger.piece_translations`) and rides with
+it into the model call; pieces of requests without one get None there (the model's translator, as in `predict`).
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +34,8 @@ COST_KNEE = 32  # characters at which a piece's attention costs about what the r
 
 class Pieces(Protocol):
     """What the batcher needs from a pipeline (zhner.tagger.Tagger and zhner.classifier.Classifier have these three; a
-    classifier's text is one piece and its "spans" are its prediction)."""
+    classifier's text is one piece and its "spans" are its prediction). Requests with translations also need
+    `piece_translations(pieces, translation)` and a `translations=` keyword of `piece_spans` (Tagger has both)."""
 
     def split(self, text: str) -> list[Piece]: ...
 
@@ -55,6 +60,7 @@ class _Job:
     confidence: bool
     deadline: float
     future: asyncio.Future
+    translations: list[list[str | None]] | None = None  # per text, per piece (ACT-S); None: the request gave none
     todo: deque = field(default_factory=deque)  # (text index, piece index) not yet sent to the model
     spans: list[list[Any]] = field(default_factory=list)  # per text, per piece: its spans once tagged
     left: int = 0  # pieces not yet tagged
@@ -105,8 +111,11 @@ class MicroBatcher:
             self._executor.shutdown(wait=True)
         self._worker = self._executor = None
 
-    async def submit(self, texts: list[str], confidence: bool = False) -> list[list[dict]]:
-        """Entities for each text, tagged piece by piece alongside whatever other requests are waiting."""
+    async def submit(
+        self, texts: list[str], confidence: bool = False, translations: list[str | None] | None = None
+    ) -> list[list[dict]]:
+        """Entities for each text, tagged piece by piece alongside whatever other requests are waiting. `translations`:
+        one per text (None: the model's translator), for a tagger that reads them."""
         if self._arrived is None:
             raise RuntimeError("MicroBatcher.submit before start()")
         if not texts:
@@ -115,6 +124,8 @@ class MicroBatcher:
             raise Overloaded(f"{self.pending_texts} texts already waiting (limit {self.max_pending_texts})")
         loop = asyncio.get_running_loop()
         job = _Job(texts, [self.tagger.split(t) for t in texts], confidence, loop.time() + self.timeout_s, loop.create_future())
+        if translations is not None:
+            job.translations = [self.tagger.piece_translations(p, tr) for p, tr in zip(job.pieces, translations, strict=True)]
         # A request of one piece cannot be spread over calls (that piece is the work): only longer ones take turns
         job.bulk = job.left > 1 and sum(piece_cost(len(c)) for pieces in job.pieces for _, c in pieces) > self.max_cost
         self.pending_texts += len(texts)
@@ -202,8 +213,12 @@ class MicroBatcher:
     async def _call(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[_Job, int, int]]) -> None:
         chunks = [job.pieces[t][k][1] for job, t, k in batch]
         confidence = any(job.confidence for job, _, _ in batch)
+        options = {}
+        if any(job.translations for job, _, _ in batch):  # else the keyword stays out: a classifier has none
+            options["translations"] = [job.translations[t][k] if job.translations else None for job, t, k in batch]
+        run = functools.partial(self.tagger.piece_spans, chunks, len(chunks), confidence, **options)
         try:
-            spans = await loop.run_in_executor(self._executor, self.tagger.piece_spans, chunks, len(chunks), confidence)
+            spans = await loop.run_in_executor(self._executor, run)
             self.model_calls += 1
         except Exception as exc:  # a failing call fails its requests, never the worker
             for job, _, _ in batch:

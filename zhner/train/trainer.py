@@ -340,10 +340,16 @@ def lr_lambda(config: Config, steps_per_epoch: int) -> Callable[[int], float]:
 def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
     tc = config.train
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    bert = [p for n, p in named if ".bert." in f".{n}"]
-    params: list = [{"params": [p for n, p in named if ".bert." not in f".{n}"]}]
+    # SLA / WLA's gates (W_g, b_g of Eq. 5: in BERT's self-attention, or TENER's selector) start untrained: with
+    # train.gate_lr they get a rate of their own; else they train with the encoder around them (the param groups --
+    # and so checkpoints -- are then as before gate_lr existed)
+    gate = {n for n, _ in named if ".self.gate." in n or ".selector.gate." in n} if tc.gate_lr else set()
+    bert = [p for n, p in named if ".bert." in f".{n}" and n not in gate]
+    params: list = [{"params": [p for n, p in named if ".bert." not in f".{n}" and n not in gate]}]
     if bert:  # BERT fine-tunes at its own rate (train.bert_lr) when one is set
         params.append({"params": bert, "lr": tc.bert_lr or tc.lr})
+    if gate:
+        params.append({"params": [p for n, p in named if n in gate], "lr": tc.gate_lr})
     if tc.optimizer == "sgd":
         return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
