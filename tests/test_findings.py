@@ -9,12 +9,11 @@ from scipy import stats
 from conftest import REPO
 
 
-def load(name, results, monkeypatch):
+def load(name, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # acts_sparsity imports findings as a sibling script
     spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "RESULTS", results, raising=False)
     return module
 
 
@@ -22,7 +21,8 @@ def load(name, results, monkeypatch):
 def results(tmp_path, monkeypatch):
     out = tmp_path / "results"
     out.mkdir()
-    findings = load("findings", out, monkeypatch)
+    findings = load("findings", monkeypatch)
+    monkeypatch.setattr(findings, "RESULTS", out)
     monkeypatch.setitem(sys.modules, "findings", findings)  # the module acts_sparsity imports, reading `out`
     return out
 
@@ -63,7 +63,7 @@ def test_an_earlier_row_serves_as_the_baseline(results, tmp_path, monkeypatch):
 
 
 def test_sparsity_points_are_sorted_and_paired_with_the_base_k(results, tmp_path, monkeypatch):
-    sparsity = load("acts_sparsity", results, monkeypatch)
+    sparsity = load("acts_sparsity", monkeypatch)
     k8 = run_set(tmp_path, "k8", {42: 54.0, 43: 55.0})
     k1 = run_set(tmp_path, "k1", {42: 52.0, 43: 54.0})
     every = run_set(tmp_path, "all", {42: 55.0})
