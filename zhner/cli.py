@@ -197,15 +197,10 @@ def gates(
 
 
 def _own_dev(pipeline):
-    """The dev split of the data the model was trained on, read as the trainer read it."""
-    from zhner.data.registry import load_dataset
-    from zhner.train.trainer import dataset_unit
+    """The dev split of the data the model was trained on, read as the trainer read it (types mapped, unions joined)."""
+    from zhner.train.trainer import load_splits
 
-    cfg = pipeline.config.data
-    if cfg.dataset is None:
-        raise ZhnerError("the model's config names no dataset: give --data", "data.dataset")
-    unit = cfg.unit or dataset_unit(cfg.dataset)
-    return load_dataset(cfg.dataset, cfg.data_dir, msra_dev=cfg.msra_dev, unit=unit)["dev"]
+    return load_splits(pipeline.config)[0]["dev"]
 
 
 def _corpus_for(data: str, pipeline):

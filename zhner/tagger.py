@@ -109,15 +109,16 @@ class Tagger(Pipeline):
         translation field refuses them: they would be silently ignored)."""
         examples = self.examples(texts)
         if translations is not None:
-            self._check_translations(translations, len(examples))
+            self.check_translations(translations, len(examples))
             for example, translation in zip(examples, translations):
                 example.translation = translation
         return examples
 
-    def _check_translations(self, translations: Sequence[str | None], count: int) -> None:
+    def check_translations(self, translations: Sequence[str | None], count: int) -> None:
+        """A ZhnerError unless the model reads translations (ACT-S) and there is one per text (None: translate it)."""
         self.translation_field()
         if len(translations) != count:
-            raise ZhnerError(f"{len(translations)} translations for {count} texts: give one per text (None: translate it)")
+            raise ZhnerError(f"{len(translations)} translations for {count} texts: give one per text (null: translate it)")
 
     def piece_spans(
         self,
@@ -168,7 +169,7 @@ class Tagger(Pipeline):
         chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
         given = None
         if translations is not None:
-            self._check_translations(translations, len(texts))
+            self.check_translations(translations, len(texts))
             given = [t for tp, translation in zip(pieces, translations) for t in self.piece_translations(tp, translation)]
         spans = iter(self.piece_spans(chunks, batch_size, confidence, given))
         return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]

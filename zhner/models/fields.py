@@ -36,6 +36,7 @@ from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
+from zhner.nn.local_attention import check_kind
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
 from zhner.syntax.parsers import Parser, check_parser
 from zhner.translate import Translator, make_translator
@@ -203,8 +204,7 @@ class SyntaxField:
     name = "syntax"
 
     def __init__(self, kind: str, window: int = 3, distance: int = 3, parser: str | None = None, over: str = "pieces"):
-        if kind not in ("window", "syntax"):
-            raise ValueError(f"unknown local attention {kind!r}")
+        check_kind(kind)
         if over not in ("pieces", "tokens"):
             raise ValueError(f"a local mask is over pieces or tokens, not {over!r}")
         self.kind, self.window, self.distance, self.parser_spec, self.over = kind, window, distance, parser, over

@@ -268,17 +268,12 @@ def _translations(request: NERRequest, tagger: Any) -> list[str | None] | None:
     if request.texts is not None and request.translation is not None:
         raise RequestError(422, "'translation' goes with 'text'; with 'texts' give 'translations', one per text", "translation")
     field = "translation" if request.text is not None else "translations"
+    translations = [request.translation] if request.text is not None else list(request.translations or [])
     try:
-        tagger.translation_field()
+        tagger.check_translations(translations, 1 if request.text is not None else len(request.texts or []))
     except ZhnerError as exc:
         raise RequestError(422, str(exc), field) from None
-    if request.text is not None:
-        return [request.translation]
-    texts, translations = request.texts or [], request.translations or []
-    if len(translations) != len(texts):
-        raise RequestError(422, f"{len(translations)} translations for {len(texts)} texts: give one per text (null: "
-                           "the model translates it)", "translations")
-    return list(translations)
+    return translations
 
 
 def _field_name(loc: tuple) -> str:
