@@ -136,6 +136,36 @@ def test_from_file_word_list_and_word2vec(tmp_path):
     assert Lexicon.from_file(gz).words == ["中国", "北京"]
 
 
+def test_from_file_cut_offs_by_length_and_count(tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text("中国 1000 ns\n北京\t34 ns\n人民大会堂 5 ns\n中华人民共和国 80 ns\n", encoding="utf-8")
+    assert Lexicon.from_file(words, max_word_len=5).words == ["中国", "人民大会堂", "北京"]
+    assert Lexicon.from_file(words, min_freq=34).words == ["中华人民共和国", "中国", "北京"]
+    assert Lexicon.from_file(words, max_word_len=4, min_freq=50).words == ["中国"]
+    with pytest.raises(ZhnerError, match="count >= 5000"):
+        Lexicon.from_file(words, min_freq=5000)
+    uncounted = tmp_path / "uncounted.txt"
+    uncounted.write_text("中国 1000\n北京\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="a count after each word") as err:
+        Lexicon.from_file(uncounted, min_freq=2)
+    assert err.value.where == str(uncounted) and err.value.line == 2
+    w2v = tmp_path / "words.vec"
+    w2v.write_text("2 2\n中国 0.1 0.2\n北京 0.3 0.4\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="word2vec"):
+        Lexicon.from_file(w2v, min_freq=2)
+    assert Lexicon.from_file(w2v, max_word_len=2).words == ["中国", "北京"]
+
+
+def test_from_jieba_cut_offs():
+    full = Lexicon.from_jieba()
+    from zhner.train.trainer import load_lexicon  # what embeddings.lexicon_max_len / lexicon_min_freq call
+
+    short = load_lexicon("jieba", max_word_len=3)
+    frequent = load_lexicon("jieba", min_freq=100)
+    assert short.max_len == 3 and set(short.words) == {w for w in full.words if len(w) <= 3}
+    assert set(frequent.words) < set(full.words) and 10_000 < len(frequent) < len(full) / 2
+
+
 def test_from_file_bad_input(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes("中国\n北京\n".encode("utf-8") + b"\xff\xfe\n")

@@ -69,6 +69,8 @@ class EmbeddingConfig(_Section):
     bigram_min_count: int = Field(1, ge=1)  # > 1: only bigrams seen this often in train (smaller, faster table)
     normalize_digits: bool = True  # every digit -> '0' (TENER)
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file
+    lexicon_max_len: int | None = Field(None, ge=2)  # drop lexicon words longer than this
+    lexicon_min_freq: int | None = Field(None, ge=1)  # keep words counted at least this often (jieba's dict.txt counts)
 
 
 class TrainConfig(_Section):

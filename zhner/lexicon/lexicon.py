@@ -39,11 +39,14 @@ class Lexicon:
     the model's tokens). Words containing whitespace are dropped too: the file formats hold one word per line.
     """
 
-    def __init__(self, words: Iterable[str], min_len: int = 2, name: str = "custom"):
+    def __init__(self, words: Iterable[str], min_len: int = 2, name: str = "custom", max_word_len: int | None = None):
         self.min_len = min_len
         self.name = name
+        longest = max_word_len or float("inf")
         kept = {w.strip() for w in words}
-        self.words: list[str] = sorted(w for w in kept if len(w) >= max(min_len, 1) and not _WHITESPACE.search(w))
+        self.words: list[str] = sorted(
+            w for w in kept if max(min_len, 1) <= len(w) <= longest and not _WHITESPACE.search(w)
+        )
         self._set = frozenset(self.words)
         self._automaton: ahocorasick.Automaton | None = None
         self._lock = threading.Lock()
@@ -125,11 +128,20 @@ class Lexicon:
         return lexicon
 
     @classmethod
-    def from_file(cls, path: str | Path, min_len: int = 2, name: str | None = None) -> "Lexicon":
+    def from_file(
+        cls,
+        path: str | Path,
+        min_len: int = 2,
+        name: str | None = None,
+        max_word_len: int | None = None,
+        min_freq: int | None = None,
+    ) -> "Lexicon":
         """A word list (the first space/tab-separated column of each line; blank lines skipped), e.g. jieba's dict.txt,
-        or a word2vec text file (its "N D" header line is detected and skipped; the tokens are the words)."""
+        or a word2vec text file (its "N D" header line is detected and skipped; the tokens are the words).
+        `max_word_len` drops longer words; `min_freq` keeps words whose count (the second column, as in jieba's
+        "WORD COUNT TAG" lines) is at least that: a list without counts is then an error naming its line."""
         path = Path(path)
-        words: list[str] = []
+        rows: list[tuple[int, str]] = []
         first: tuple[int, str] | None = None
         header_checked = False
         for lineno, line in iter_lines(path):
@@ -141,24 +153,31 @@ class Lexicon:
                     continue
                 header_checked = True
                 if is_word2vec_header(first[1], line) is None:
-                    words.append(_first_column(first[1]))
-            words.append(_first_column(line))
+                    rows.append(first)
+                elif min_freq is not None:
+                    raise ZhnerError("embeddings.lexicon_min_freq needs a word list with counts; this is a word2vec "
+                                     "file", path, first[0])
+            rows.append((lineno, line))
         if not header_checked and first is not None and is_word2vec_header(first[1], None) is None:
-            words.append(_first_column(first[1]))  # a one-line word list
+            rows.append(first)  # a one-line word list
         if first is None:
             raise ZhnerError("the lexicon file is empty", path)
-        lexicon = cls(words, min_len=min_len, name=name or path.name)
+        if min_freq is not None:
+            rows = [(lineno, line) for lineno, line in rows if _count(line, path, lineno) >= min_freq]
+        words = [_first_column(line) for _, line in rows]
+        lexicon = cls(words, min_len=min_len, name=name or path.name, max_word_len=max_word_len)
         if not lexicon.words:
-            raise ZhnerError(f"the lexicon file has no words of length >= {min_len}", path)
+            kept = f"of length {min_len} to {max_word_len}" if max_word_len else f"of length >= {min_len}"
+            raise ZhnerError(f"the lexicon file has no words {kept}" + (f" and count >= {min_freq}" if min_freq else ""), path)
         return lexicon
 
     @classmethod
-    def from_jieba(cls, min_len: int = 2) -> "Lexicon":
+    def from_jieba(cls, min_len: int = 2, max_word_len: int | None = None, min_freq: int | None = None) -> "Lexicon":
         """The dictionary of the installed jieba package (`jieba/dict.txt`, 349k words; 337k of length >= 2)."""
         path = jieba_dir() / "dict.txt"
         if not path.is_file():
             raise ZhnerError("the installed jieba package has no dict.txt", path)
-        return cls.from_file(path, min_len=min_len, name="jieba")
+        return cls.from_file(path, min_len=min_len, name="jieba", max_word_len=max_word_len, min_freq=min_freq)
 
 
 def _read_saved(path: Path) -> Lexicon | None:
@@ -219,6 +238,15 @@ def cached_automaton(words: list[str]) -> ahocorasick.Automaton:
     except OSError:
         pass  # a read-only or full home: match without a cache
     return automaton
+
+
+def _count(line: str, path: Path, lineno: int) -> int:
+    """The second column of a "WORD COUNT ..." line."""
+    columns = _FIRST_COLUMN.split(line.strip(" \t"))
+    columns = [c for c in columns if c]
+    if len(columns) < 2 or not columns[1].isdigit():
+        raise ZhnerError("embeddings.lexicon_min_freq needs a count after each word (WORD COUNT ...)", path, lineno)
+    return int(columns[1])
 
 
 def _first_column(line: str) -> str:

@@ -100,7 +100,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
     if char_model and not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
-    lexicon = load_lexicon(emb.lexicon) if emb.lexicon and char_model else None
+    lexicon = load_lexicon(emb.lexicon, emb.lexicon_max_len, emb.lexicon_min_freq) if emb.lexicon and char_model else None
     bert = None
     if not char_model and not config.model.bert:
         raise ZhnerError("a BERT model reads BERT's word pieces: set model.bert to a local BERT directory or minilm", "model.bert")
@@ -227,9 +227,12 @@ def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, 
     return union, parts
 
 
-def load_lexicon(spec: str) -> Lexicon:
-    """"jieba" (the installed jieba's dictionary) or a word list / word2vec file."""
-    return Lexicon.from_jieba() if spec == "jieba" else Lexicon.from_file(spec)
+def load_lexicon(spec: str, max_word_len: int | None = None, min_freq: int | None = None) -> Lexicon:
+    """"jieba" (the installed jieba's dictionary) or a word list / word2vec file, cut to words of at most
+    `max_word_len` characters counted at least `min_freq` times (the list's second column)."""
+    if spec == "jieba":
+        return Lexicon.from_jieba(max_word_len=max_word_len, min_freq=min_freq)
+    return Lexicon.from_file(spec, max_word_len=max_word_len, min_freq=min_freq)
 
 
 def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
