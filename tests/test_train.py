@@ -247,6 +247,23 @@ def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
     assert cut.tagger.model.embed.bigrams.weight.shape[0] == len(expected) + 2  # + <pad>, <unk>
 
 
+def test_bigram_and_word_tables_start_composed_or_random(shared_data):
+    """embeddings.compose_bigrams / compose_words: rows without a pretrained vector start as the mean of their
+    characters' vectors, or (false) random; the issue-11 resource comparison trains both."""
+    tiny_flat = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
+
+    def stats(extra: list[str]) -> dict[str, str]:
+        lines: list[str] = []
+        prepare(load_config(resolve_config("flat_resume"), tiny_flat + extra), log=lines.append)
+        return {line.split()[1].rstrip(":"): line for line in lines if line.startswith("embeddings ")}
+
+    composed = stats([])
+    assert "'composed': 0," not in composed["bigrams"] and "'composed': 0," not in composed["words"]
+    random = stats(["embeddings.compose_bigrams=false", "embeddings.compose_words=false"])
+    assert "'composed': 0," in random["bigrams"] and "'composed': 0," in random["words"]
+    assert random["chars"] == composed["chars"]
+
+
 def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data):
     data = tmp_path / "data"
     data.mkdir()

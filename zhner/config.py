@@ -65,7 +65,8 @@ class EmbeddingConfig(_Section):
     char_vectors: str | None = "lac"  # "lac" (jieba's LAC table), a word2vec text file, or null for random
     normalize_vectors: bool = True  # scale pretrained rows to unit L2 norm (fastNLP's normalize_embed)
     bigrams: bool = True
-    compose_bigrams: bool = True  # bigram vectors = mean of their characters' vectors
+    compose_bigrams: bool = True  # bigram vectors = mean of their characters' vectors (false: random, then trained)
+    compose_words: bool = True  # lattice models' word table rows = mean of their characters' vectors (false: random)
     bigram_min_count: int = Field(1, ge=1)  # > 1: only bigrams seen this often in train (smaller, faster table)
     normalize_digits: bool = True  # every digit -> '0' (TENER)
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file

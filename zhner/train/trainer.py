@@ -315,7 +315,7 @@ def _init_embeddings(model, featurizer: Featurizer, vectors: Vectors | None, con
         vocab = vocabs.get(name)
         if vocab is None or table.weight.shape[1] != vectors.dim:
             continue
-        compose = name == "words" or (name == "bigrams" and config.embeddings.compose_bigrams)
+        compose = {"words": config.embeddings.compose_words, "bigrams": config.embeddings.compose_bigrams}.get(name, False)
         matrix, stats = embedding_matrix(vocab.itos, vectors, vectors.dim, rng, compose=compose)
         if config.embeddings.normalize_vectors:
             matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
