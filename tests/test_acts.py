@@ -362,3 +362,32 @@ def test_robustness_perturbations_mask_the_asked_share():
     dropped = rob.perturbed("empty", given[:2] * 2, 0.5, 0, 4)
     assert dropped.count("") == 2 and all(t in ("", *given[:2]) for t in dropped)
     assert rob.perturbed("missing", given, 0.0, 0, 4) == given
+
+
+# -- ONNX export --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("apw", [True, False])
+def test_exported_acts_gives_pytorchs_emissions_and_spans(shared_data, tmp_path, apw):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from zhner.export import OnnxTagger, export_onnx
+
+    run = untrained_acts(shared_data, tmp_path, english_trainable=False, apw=apw)  # frozen: the memo path against the graph's
+    tagger = run.tagger
+    tagger.save(tmp_path / "model")
+    export_onnx(tagger, tmp_path / "model" / "model.onnx")
+    onnx = OnnxTagger.load(tmp_path / "model")
+    texts = [ex.text for ex in run.splits["test"]][:4]
+    cases = {
+        "mixed": ["Zhang San went to Beijing .", "", "a much longer translation of a resume line with many words in it .", None],
+        "all empty": ["", "", "", ""],  # no English piece in the batch: OnnxTagger pads one, masked
+        "one word": ["Gao", "Yong", "male", "China"],
+    }
+    f = tagger.featurizer
+    for name, translations in cases.items():
+        examples = tagger._translated_examples(texts, translations)
+        batch = f.collate([f.encode(ex, labelled=False) for ex in examples])
+        want = tagger.model.eval().emissions(batch)
+        got = torch.from_numpy(onnx.emissions(batch)[0])
+        assert torch.allclose(got, want, atol=1e-4), name
+        assert onnx.predict(texts, translations=translations) == tagger.predict(texts, translations=translations), name
+    assert sum(len(e) for e in tagger.predict(texts, translations=cases["mixed"])) > 0  # spans to compare

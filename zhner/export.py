@@ -6,7 +6,8 @@ traced by torch.export (the dynamo-based `torch.onnx.export(..., dynamo=True)`) 
 The CRF's start / transition / end scores (forbidden ones already set to DISALLOWED) are constant outputs of the same
 graph, so the .onnx file is all the model there is; Viterbi decoding runs in numpy (`viterbi`), the same recursion and
 tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. Featurization (vocabularies, lexicon matching) stays in Python and
-comes from the model directory, as for Tagger.
+comes from the model directory, as for Tagger. ACT-S's graph takes the translation field's tensors too (the English
+pieces, their words, the word mask; `traceable_emissions` runs the frozen English BERT in the graph instead of its memo).
 
     zhner export runs/flat_resume               # -> runs/flat_resume/model.onnx
     OnnxTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
@@ -35,13 +36,19 @@ OPSET = 18
 # FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): a smaller attention budget than Tagger's
 ONNX_MAX_CELLS = 250_000
 _INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask")
+_ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
 _DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P")} | {
     k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
-}
+} | {"en_ids": ("B", "Q"), "en_pieces": ("B",), "en_word_of_piece": ("B", "Q"), "en_first_piece": ("B", "E"), "en_word_mask": ("B", "E")}
 EXAMPLE_TEXTS = {
     "char": ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市。"],
     "word": ["John Smith works for the United Nations in New York .", "Peter lives in Paris .", "EU rejects German call ."],
 }
+EXAMPLE_TRANSLATIONS = [  # of the "char" texts, for ACT-S: English sides of different lengths
+    "Zhang San graduated from Peking University and is now governor of the People's Bank of China .",
+    "Li Si works in Shanghai .",
+    "Wang Wu was born in Guangzhou .",
+]
 
 
 class EmissionsGraph(nn.Module):
@@ -67,6 +74,9 @@ class EmissionsGraph(nn.Module):
 def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
     """A batch with 2+ sentences of different lengths and 2+ words each, so that no traced dim is specialised to 0 or 1."""
     examples = pipeline.examples(EXAMPLE_TEXTS[pipeline.featurizer.unit])
+    if "translation" in pipeline.featurizer.fields:
+        for example, translation in zip(examples, EXAMPLE_TRANSLATIONS):
+            example.translation = translation
     return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
 
 
@@ -81,8 +91,11 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     batch = example_batch(tagger)
     bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
     names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k in ("bert_ids", "local_mask"))]
+    names += [k for k in _ENGLISH if k in batch]
     graph = EmissionsGraph(model, names)
-    dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W")}
+    dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W", "E")}
+    # ACT-S: [CLS] + at least one piece + [SEP] (OnnxTagger pads a batch of empty translations to that)
+    dims["Q"] = torch.export.Dim("Q", min=3, max=512)
     if model.task_kind == "classification" and bert is None:  # a character classifier's graph reads one window
         dims["L"] = torch.export.Dim("L", min=1, max=model.config.window)
     dims["P"] = torch.export.Dim("P", min=3, max=bert.window + 2 if bert is not None else 1 << 16)
@@ -169,6 +182,20 @@ def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, tr
     return paths
 
 
+def _at_least_one_english_piece(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ACT-S's graph takes at least one English piece and word per batch: a batch whose translations are all empty gets
+    one padding piece and one masked word, which every row ignores (the pieces' lengths and the word mask say so)."""
+    B = batch["en_ids"].shape[0]
+    batch = dict(batch)
+    if batch["en_ids"].shape[1] < 3:
+        batch["en_ids"] = torch.cat([batch["en_ids"], batch["en_ids"].new_zeros(B, 1)], dim=1)  # [PAD] is id 0
+        batch["en_word_of_piece"] = torch.cat([batch["en_word_of_piece"], batch["en_word_of_piece"].new_full((B, 1), -1)], 1)
+    if batch["en_word_mask"].shape[1] == 0:
+        batch["en_word_mask"] = batch["en_word_mask"].new_zeros(B, 1)
+        batch["en_first_piece"] = batch["en_first_piece"].new_zeros(B, 1)
+    return batch
+
+
 class OnnxTagger(Tagger):
     """A Tagger whose model is an exported ONNX graph run by onnxruntime (CPU); predict / tag / evaluate as Tagger's."""
 
@@ -191,6 +218,8 @@ class OnnxTagger(Tagger):
                 f"a sentence of more than {bert.window} word pieces: the exported BERT graph takes one window; "
                 "tag long text with predict (it cuts text into pieces), or use the PyTorch model"
             )
+        if "en_ids" in batch:
+            batch = _at_least_one_english_piece(batch)
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 

@@ -123,18 +123,21 @@ class EnglishEncoder(nn.Module):
             pieces[b, : row.shape[0]] = row.to(pieces.dtype)
         return pieces
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: dict[str, torch.Tensor], memo: bool = True) -> torch.Tensor:
+        """`memo` false runs a frozen BERT on every row (the traceable path, for ONNX export)."""
         ids = batch["en_ids"]  # [B, P + 2]
         P = ids.shape[1] - 2
-        if self.frozen:
+        if self.frozen and memo:
             pieces = self.frozen_pieces(ids, batch["en_pieces"])  # [B, P, He]
+        elif self.frozen:  # rounded as the memo stores them, so that both paths give the same emissions
+            pieces = self.bert(ids, batch["en_pieces"]).to(torch.float16).to(self.proj.weight.dtype)  # [B, P, He]
         else:
             pieces = self.bert(ids, batch["en_pieces"])  # [B, P, He]
         Ew = batch["en_word_mask"].shape[1]
         if self.apw:
             words = average_pool_words(pieces, batch["en_word_of_piece"][:, 1 : P + 1], Ew)  # [B, Ew, He]
         else:  # -APW: first piece (en_first_piece counts [CLS]; padded words point at index 0, masked anyway)
-            first = (batch["en_first_piece"] - 1).clamp(min=0, max=max(P - 1, 0))  # [B, Ew]
+            first = (batch["en_first_piece"] - 1).clamp(min=0)  # [B, Ew]: real words' first pieces lie in 0..P-1
             if P == 0:
                 words = pieces.new_zeros(ids.shape[0], Ew, pieces.shape[-1])
             else:
@@ -174,12 +177,15 @@ class ACTS(SequenceTagger):
         cross = (2 * self.config.rounds) * attention_bytes(H, length, 2 * length)
         return super().inference_bytes(length) + attention_bytes(self.config.heads, length, length) * 2 + cross
 
-    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.emissions(batch, memo=False)  # the frozen English memo is a Python dict: not part of a graph
+
+    def emissions(self, batch: dict[str, torch.Tensor], memo: bool = True) -> torch.Tensor:
         mask, en_mask = batch["mask"], batch["en_word_mask"]  # [B, n], [B, m]
         C = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, n, D]
         for layer in self.layers:
             C = layer(C, mask)
-        E = self.english(batch)  # [B, m, D]
+        E = self.english(batch, memo)  # [B, m, D]
         K, J = C, E
         for cn, en in zip(self.cn, self.en):
             K, J = cn(K, J, en_mask), en(J, K, mask)  # Eq. 12-13: both from round t-1

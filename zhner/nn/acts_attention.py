@@ -42,11 +42,15 @@ def topk_mask(scores: torch.Tensor, k: int | None, allowed: torch.Tensor) -> tor
     True for exactly min(k, real keys) entries per row: the largest allowed scores (ties broken by torch.topk's order, so
     a row never keeps more than k). k 0 / None: all allowed keys."""
     allowed = allowed.expand_as(scores)
-    if not k or k >= scores.shape[-1]:
+    if not k:
         return allowed
+    Lk = scores.shape[-1]
+    # k -inf columns after the keys let topk take k whatever Lk is, with no branch on it (so the graph exports with a
+    # dynamic Lk): with Lk <= k every real key is kept, as without a mask
     masked = scores.masked_fill(~allowed, float("-inf"))
-    index = masked.topk(k, dim=-1).indices  # [..., Lq, k]
-    keep = torch.zeros_like(allowed).scatter_(-1, index, True)
+    padded = torch.cat([masked, masked.new_full((*masked.shape[:-1], k), float("-inf"))], dim=-1)  # [..., Lq, Lk + k]
+    index = padded.topk(k, dim=-1).indices  # [..., Lq, k]
+    keep = torch.zeros(padded.shape, dtype=torch.bool, device=scores.device).scatter_(-1, index, True)[..., :Lk]
     return keep & allowed  # a row with fewer than k real keys picked some -inf padding: drop those
 
 
