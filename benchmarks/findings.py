@@ -5,7 +5,7 @@
     python benchmarks/findings.py --table          # markdown tables of every findings_*.json, for the README
 
 A RUN_SET is a `--seeds` directory (seed*/metrics.json), or `findings_NAME.json#N`: row N of an earlier findings file
-(its per-seed test scores; for a baseline whose run directories are gone). Only finished seeds count; each variant is
+(its per-seed test scores; for a baseline whose run directories are gone), or several of these joined by "+". Only finished seeds count; each variant is
 paired with the baseline on the seeds both have. `--metrics mcc,accuracy` reports a classifier's numbers (the first
 metric is the one tested and the dev column's). Writes benchmarks/results/findings_NAME.json (per-seed scores, means, differences,
 p-values), which records the command of every row.
@@ -81,15 +81,24 @@ def earlier_row(spec: str, metrics: tuple[str, ...]) -> dict[int, dict]:
 
 
 def parse_pair(text: str, metrics: tuple[str, ...]) -> tuple[str, str, dict[int, dict]]:
-    """LABEL=RUN_SET or LABEL=findings_NAME.json#N -> (label, source, finished seeds)."""
+    """LABEL=SOURCE -> (label, source, finished seeds); SOURCE is a run set, findings_NAME.json#N, or several of them
+    joined by "+" (e.g. an earlier row's seed 42 and a run set of seeds 43-44), no seed in two of them."""
     if "=" not in text:
         raise SystemExit(f"{text!r}: expected LABEL=RUN_SET")
     label, source = text.split("=", 1)
-    if ".json#" in source:
-        return label, source, earlier_row(source, metrics)
-    if not Path(source).is_dir():
-        raise SystemExit(f"{source}: no such run set")
-    return label, source, finished_seeds(Path(source))
+    runs: dict[int, dict] = {}
+    for part in source.split("+"):
+        if ".json#" in part:
+            found = earlier_row(part, metrics)
+        elif Path(part).is_dir():
+            found = finished_seeds(Path(part))
+        else:
+            raise SystemExit(f"{part}: no such run set")
+        twice = sorted(set(found) & set(runs))
+        if twice:
+            raise SystemExit(f"{source}: seed {twice[0]} is in two of its parts")
+        runs |= found
+    return label, source, runs
 
 
 def fmt(m: dict) -> str:

@@ -60,6 +60,14 @@ def test_an_earlier_row_serves_as_the_baseline(results, tmp_path, monkeypatch):
     assert rows[1]["vs_base"] == {"paired_seeds": [42, 43, 44], "mean_diff": 2.17, "p": round(want.pvalue, 4)}
     with pytest.raises(SystemExit, match="no such findings row"):
         run_main(findings, monkeypatch, "third", "--base", "A=findings_first.json#5")
+    # an earlier one-seed row joined with a run set of the other seeds is one variant of three seeds
+    run_main(findings, monkeypatch, "one", "--base", f"A={base}", f"B={run_set(tmp_path, 'b42', {42: 53.0})}")
+    later = run_set(tmp_path, "later", {43: 52.5, 44: 54.0})
+    run_main(findings, monkeypatch, "joined", "--base", "A=findings_first.json#0", f"B=findings_one.json#1+{later}")
+    joined = json.loads((results / "findings_joined.json").read_text())["rows"][1]
+    assert joined["seeds"] == [42, 43, 44] and joined["vs_base"] == rows[1]["vs_base"]
+    with pytest.raises(SystemExit, match="seed 42 is in two"):
+        run_main(findings, monkeypatch, "twice", "--base", f"A={base}", f"B=findings_one.json#1+{variant}")
 
 
 def test_sparsity_points_are_sorted_and_paired_with_the_base_k(results, tmp_path, monkeypatch):
