@@ -42,6 +42,12 @@ class ATSSAConfig(ModelConfig):
     tau: float = Field(1.0, gt=0)  # Gumbel-softmax temperature, Eq. 17
     dynamic_threshold: bool = True  # False: fixed threshold 0 (ablation -DT)
     l1: float = Field(4e-6, ge=0)  # lambda of Eq. 19
+    # The CRF trained without transition constraints from zero, decoded under them, as TENER, FLAT and NFLAT: Resume
+    # +0.47 (p 0.30, 8 epochs), Weibo +2.42 (p 0.13, 20 epochs; ahead in every seed), 3 seeds each (README, "Accuracy
+    # findings"; findings_atssa_{resume,weibo}_crf.json)
+    crf_init: Literal["zero", "normal"] = "zero"
+    crf_constraints: bool = False
+    constrained_decoding: bool | None = True
 
 
 class ATSSA(SequenceTagger):
