@@ -6,9 +6,10 @@
 
 A RUN_SET is a `--seeds` directory (seed*/metrics.json), or `findings_NAME.json#N`: row N of an earlier findings file
 (its per-seed test scores; for a baseline whose run directories are gone), or several of these joined by "+". Only
-finished seeds count; each variant is paired with the baseline on the seeds both have. `--metrics mcc,accuracy` reports a classifier's numbers (the first
-metric is the one tested and the dev column's). Writes benchmarks/results/findings_NAME.json (per-seed scores, means, differences,
-p-values), which records the command of every row.
+finished seeds count; each variant is paired with the baseline on the seeds both have. `--metrics mcc,accuracy`
+reports a classifier's numbers (the first metric is the one tested and the dev column's). Writes
+benchmarks/results/findings_NAME.json (per-seed scores, means, differences, p-values), which records the command of
+every row.
 """
 from __future__ import annotations
 
