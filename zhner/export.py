@@ -182,13 +182,13 @@ def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, tr
     return paths
 
 
-def _at_least_one_english_piece(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _at_least_one_english_piece(batch: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
     """ACT-S's graph takes at least one English piece and word per batch: a batch whose translations are all empty gets
     one padding piece and one masked word, which every row ignores (the pieces' lengths and the word mask say so)."""
     B = batch["en_ids"].shape[0]
     batch = dict(batch)
     if batch["en_ids"].shape[1] < 3:
-        batch["en_ids"] = torch.cat([batch["en_ids"], batch["en_ids"].new_zeros(B, 1)], dim=1)  # [PAD] is id 0
+        batch["en_ids"] = torch.cat([batch["en_ids"], batch["en_ids"].new_full((B, 1), pad_id)], dim=1)
         batch["en_word_of_piece"] = torch.cat([batch["en_word_of_piece"], batch["en_word_of_piece"].new_full((B, 1), -1)], 1)
     if batch["en_word_mask"].shape[1] == 0:
         batch["en_word_mask"] = batch["en_word_mask"].new_zeros(B, 1)
@@ -219,7 +219,7 @@ class OnnxTagger(Tagger):
                 "tag long text with predict (it cuts text into pieces), or use the PyTorch model"
             )
         if "en_ids" in batch:
-            batch = _at_least_one_english_piece(batch)
+            batch = _at_least_one_english_piece(batch, self.translation_field().pad_id)
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 
