@@ -62,7 +62,7 @@ def naive_interformer_attention(inter: InterFormer, x, y, starts, ends, wmask):
                     p = torch.cat([sinusoid(torch.tensor(dh), D), sinusoid(torch.tensor(dt), D)])
                     R = torch.relu(inter.position.fuse(p))  # Eq. 4
                     a = a + ((q + att.v) * torch.einsum("hdD,D->hd", att.w_r, R)).sum(-1)  # (Q_i + v) W_{k,R} R_ij
-                scores.append(a)
+                scores.append(a * att.scale)  # 1 unless scaled: 1/sqrt(d)
             if not scores:  # -TAG and no word: nothing to attend to
                 continue
             weights = torch.softmax(torch.stack(scores), dim=0)  # [K, H], Eq. 2
@@ -70,13 +70,16 @@ def naive_interformer_attention(inter: InterFormer, x, y, starts, ends, wmask):
     return out
 
 
-@pytest.mark.parametrize("rpe,non_word", [(True, True), (False, True), (True, False), (False, False)])
-def test_inter_attention_matches_eq1_4(rpe, non_word):
+@pytest.mark.parametrize(
+    "rpe,non_word,scaled", [(True, True, False), (False, True, False), (True, False, False), (False, False, False), (True, True, True)]
+)
+def test_inter_attention_matches_eq1_4(rpe, non_word, scaled):
     torch.manual_seed(0)
     starts, ends, wmask, cmask = words_of(seed=1)
     B, n, D = cmask.shape[0], cmask.shape[1], 12
-    inter = InterFormer(D, heads=3, d_ff=24, rpe=rpe, non_word=non_word).eval()
+    inter = InterFormer(D, heads=3, d_ff=24, rpe=rpe, non_word=non_word, scaled=scaled).eval()
     assert (inter.position is None) == (not rpe) and (inter.non_word is None) == (not non_word)
+    assert inter.layers[0].attention.scale == (0.5 if scaled else 1.0)  # head_dim 4
     x, y = torch.randn(B, n, D, requires_grad=True), torch.randn(B, starts.shape[1], D, requires_grad=True)
     pos = torch.arange(n).expand(B, n)
     positions = inter.positions(pos, pos, starts, ends, n - 1)
@@ -152,10 +155,16 @@ def test_model_shapes_ablations_and_config_errors():
     sizes = {"chars": 20, "bigrams": 30, "words": 15}
     starts, ends, wmask, cmask = words_of(seed=4)
     B, n = cmask.shape
-    for rpe, non_word, less_head in [(True, True, False), (False, True, True), (True, False, False)]:
-        cfg = NFLATConfig(heads=4, head_dim=4, char_dim=6, bigram_dim=5, rpe=rpe, non_word=non_word, less_head=less_head)
+    for rpe, non_word, less_head, scaled in [(True, True, False, False), (False, True, True, True), (True, False, False, False)]:
+        cfg = NFLATConfig(
+            heads=4, head_dim=4, char_dim=6, bigram_dim=5, rpe=rpe, non_word=non_word, less_head=less_head, scaled=scaled
+        )
         model = NFLAT(sized(cfg, sizes, 7))
         assert model.encoder[0].attention.heads == (2 if less_head else 4)
+        # both encoders scaled by 1/sqrt(head_dim) or neither: head_dim 4 inter, 8 with half the heads
+        assert model.interformer.layers[0].attention.scale == (0.5 if scaled else 1.0)
+        tener_head_dim = 16 // model.encoder[0].attention.heads
+        assert model.encoder[0].attention.scale == pytest.approx(tener_head_dim**-0.5 if scaled else 1.0)
         batch = {
             "chars": torch.randint(2, 20, (B, n)), "bigrams": torch.randint(2, 30, (B, n)), "mask": cmask,
             "words": torch.randint(2, 15, (B, starts.shape[1])), "word_starts": starts, "word_ends": ends,

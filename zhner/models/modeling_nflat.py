@@ -49,6 +49,7 @@ class NFLATConfig(ModelConfig):
     word_dropout: Dropout = 0.5  # on word embeddings (embed_dropout is the character one)
     rpe: bool = True  # False: no relative position in inter-attention (Table IV, -RPE)
     non_word: bool = True  # False: no <non_word> key (Table IV, -TAG)
+    scaled: bool = False  # 1/sqrt(head_dim) on both encoders' scores; the release's are unscaled
     word_dim: Positive | None = None  # None = char_dim (word vectors are composed from character vectors)
     # The CRF trained without transition constraints from zero, decoded under them, as FLAT's and TENER's defaults:
     # measured +0.96 on Resume (p 0.09) and +1.46 on Weibo (p 0.37), dev +2.7 there (3 seeds, shortened schedules;
@@ -77,10 +78,12 @@ class NFLAT(SequenceTagger):
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
         self.word_proj = nn.Linear(word_dim, d_model)
         self.interformer = InterFormer(
-            d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout, config.rpe, config.non_word
+            d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout, config.rpe, config.non_word, config.scaled
         )
         self.encoder = nn.ModuleList(
-            EncoderLayer(RelativeSelfAttention(d_model, self_heads, config.attn_dropout), d_model, d_ff, config.dropout)
+            EncoderLayer(
+                RelativeSelfAttention(d_model, self_heads, config.attn_dropout, config.scaled), d_model, d_ff, config.dropout
+            )
             for _ in range(config.layers)
         )
         self.fc_dropout = nn.Dropout(config.fc_dropout)

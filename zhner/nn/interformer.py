@@ -40,6 +40,7 @@ class InterFormer(nn.Module):
         attn_dropout: float = 0.0,
         rpe: bool = True,
         non_word: bool = True,
+        scaled: bool = False,
     ):
         super().__init__()
         self.position = SpanPositionEncoding(d_model, "ff_two") if rpe else None
@@ -47,7 +48,7 @@ class InterFormer(nn.Module):
         self.non_word = nn.Parameter(torch.randn(d_model) / d_model**0.5) if non_word else None
         self.layers = nn.ModuleList(
             EncoderLayer(
-                FlatRelativeAttention(d_model, heads, attn_dropout, scaled=False, project_k=True, out_proj=False, relative=rpe),
+                FlatRelativeAttention(d_model, heads, attn_dropout, scaled=scaled, project_k=True, out_proj=False, relative=rpe),
                 d_model,
                 d_ff,
                 dropout,
