@@ -1,5 +1,5 @@
 """ONNX export: the traceable emission paths equal the fast ones, numpy Viterbi equals the CRF's, and an exported tiny
-model of each kind gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
+model of each kind (TENER, NFLAT, FLAT, BiLSTM-CRF) gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
 import subprocess
 import sys
 
@@ -12,6 +12,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.models.modeling_bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
 from zhner.models.modeling_flat import FLAT, FLATConfig
+from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.nn.crf import CRF, allowed_transitions
 from zhner.tagger import Tagger
 from zhner.train.trainer import train
@@ -75,8 +76,21 @@ def test_bilstm_traceable_emissions_equal_the_packed_ones():
         two.traceable_emissions(batch)
 
 
+@pytest.mark.parametrize("rpe,non_word,local", [(True, True, "none"), (False, True, "none"), (True, False, "window")])
+def test_nflat_traceable_emissions_equal_the_fast_path(rpe, non_word, local):
+    torch.manual_seed(0)
+    cfg = NFLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=5, rpe=rpe, non_word=non_word, local_attention=local)
+    model = NFLAT(sized(cfg, {"chars": 30, "bigrams": 30, "words": 30}, 5)).eval()
+    batch = _lattice_batch()
+    local_mask = torch.rand(3, 9, 9, generator=torch.Generator().manual_seed(2)) < 0.5
+    batch["local_mask"] = local_mask | torch.eye(9, dtype=torch.bool)
+    with torch.no_grad():
+        assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
+
+
 TINY = {
     "tener_resume": ["model.heads=2", "model.head_dim=8", "model.layers=1"],
+    "nflat_resume": ["model.heads=2", "model.head_dim=8"],
     "flat_resume": ["model.heads=2", "model.head_dim=8", "model.word_embedding=chars"],
     "bilstm_crf_resume": ["model.hidden=16"],
 }

@@ -8,6 +8,7 @@ import torch
 from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
 from zhner.config import load_config
 from zhner.errors import ZhnerError
+from zhner.evaluate.attention import gate_means
 from zhner.models.modeling_nflat import NFLAT, NFLATConfig
 from zhner.nn import tener_attention
 from zhner.nn.interformer import InterFormer
@@ -71,7 +72,8 @@ def naive_interformer_attention(inter: InterFormer, x, y, starts, ends, wmask):
 
 
 @pytest.mark.parametrize(
-    "rpe,non_word,scaled", [(True, True, False), (False, True, False), (True, False, False), (False, False, False), (True, True, True)]
+    "rpe,non_word,scaled",
+    [(True, True, False), (False, True, False), (True, False, False), (False, False, False), (True, True, True)],
 )
 def test_inter_attention_matches_eq1_4(rpe, non_word, scaled):
     torch.manual_seed(0)
@@ -155,7 +157,8 @@ def test_model_shapes_ablations_and_config_errors():
     sizes = {"chars": 20, "bigrams": 30, "words": 15}
     starts, ends, wmask, cmask = words_of(seed=4)
     B, n = cmask.shape
-    for rpe, non_word, less_head, scaled in [(True, True, False, False), (False, True, True, True), (True, False, False, False)]:
+    variants = [(True, True, False, False), (False, True, True, True), (True, False, False, False)]
+    for rpe, non_word, less_head, scaled in variants:
         cfg = NFLATConfig(
             heads=4, head_dim=4, char_dim=6, bigram_dim=5, rpe=rpe, non_word=non_word, less_head=less_head, scaled=scaled
         )
@@ -206,3 +209,40 @@ def test_padding_invariance(tiny_run):
 def test_tiny_nflat_trains_and_roundtrips(tiny_run, tmp_path):
     assert tiny_run.config.model.name == "nflat" and tiny_run.featurizer.words is not None
     assert_trains_and_roundtrips(tiny_run, tmp_path, make_optimizer, Tagger)
+
+
+def test_window_attention_in_the_character_layer_only(tmp_path, shared_data):
+    """SLA / WLA inside NFLAT (beyond the paper): only the TENER character layer gets a gate, g = 0 is NFLAT with the same
+    weights, a sentence padded beside a longer one keeps its emissions, and the model trains, saves, loads and exports."""
+    torch.set_num_threads(1)
+    overrides = TINY_NFLAT + ["model.local_attention=window", "model.local_window=1", "model.gate_init=0.3"]
+    run = prepare(load_config(REPO / "zhner" / "configs" / "nflat_resume.yaml", overrides), log=lambda _: None)
+    model = run.tagger.model
+    assert (run.featurizer.fields["syntax"].kind, run.featurizer.fields["syntax"].over) == ("window", "tokens")
+    plain = NFLAT(run.config.model.model_copy(update={"local_attention": "none"})).eval()
+    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and unexpected == ["encoder.0.attention.selector.gate.weight", "encoder.0.attention.selector.gate.bias"]
+    gate = model.encoder[0].attention.selector.gate
+    assert torch.allclose(torch.sigmoid(gate.bias), torch.tensor(0.3))
+    batch = lattice_batch(run, run.splits["train"].sentences[:6])
+    assert batch["local_mask"].shape == (6, batch["chars"].shape[1], batch["chars"].shape[1])
+    model.eval()
+    with torch.no_grad():
+        assert not torch.allclose(model.emissions(batch), plain.emissions(batch), atol=1e-3)  # the window matters
+        torch.nn.init.constant_(gate.bias, -1e4)  # g = 0: global attention alone
+        torch.testing.assert_close(model.emissions(batch), plain.emissions(batch), atol=1e-5, rtol=0)
+        torch.nn.init.constant_(gate.bias, 0.0)
+    assert_padding_invariant(model, run)
+    assert_trains_and_roundtrips(run, tmp_path, make_optimizer, Tagger)
+    loaded = Tagger.load(tmp_path)
+    assert loaded.config.model.local_attention == "window"
+    (gate_mean,) = gate_means(loaded, run.splits["dev"].sentences[:4], batch_size=2)  # Figure 2 reads NFLAT too
+    assert 0.0 < gate_mean < 1.0
+
+    pytest.importorskip("onnxruntime")
+    from zhner.export import OnnxTagger, export_onnx
+
+    path = export_onnx(loaded, tmp_path / "m.onnx")
+    onnx = OnnxTagger(OnnxTagger.load(tmp_path, path).session, loaded, path)
+    texts = ["张三，男，汉族，1965年出生，本科学历，现任北京大学教授。", "中国人民银行行长"]
+    assert "local_mask" in onnx.input_names and onnx.predict(texts) == loaded.predict(texts)

@@ -10,6 +10,11 @@ in the sentence through an InterFormer (zhner/nn/interformer.py), then a TENER e
 FLAT's lattice self-attention is (n + m)^2 per head; NFLAT's is n (m + 1) + n^2 (Section V-F).
 Following the release: 1 InterFormer + 1 TENER layer (`layers` sets both), FFN 2H, unscaled attention, `less_head` halves
 the TENER heads (is_less_head). Per-dataset values live in configs/nflat_<dataset>.yaml.
+
+Beyond the SLA paper: `local_attention: window | syntax` (LocalAttentionSettings) puts SLA / WLA's gated local attention
+(zhner.nn.local_attention.GatedLocalSelector, Eq. 4-6) into the character layer (the TENER encoder) over the batch's
+`local_mask` [B, n, n], as in TENER; the InterFormer (characters to words) is left as it is. With `none`, NFLAT is
+unchanged.
 """
 from __future__ import annotations
 
@@ -25,18 +30,21 @@ from zhner.models.base import (
     FLOAT,
     WORDS_PER_CHAR,
     Dropout,
+    LocalAttentionSettings,
     ModelConfig,
     Positive,
     SequenceTagger,
     attention_bytes,
     char_input,
+    local_inputs,
 )
 from zhner.nn.encoder import EncoderLayer
 from zhner.nn.interformer import InterFormer
+from zhner.nn.local_attention import local_selector_factory
 from zhner.nn.tener_attention import RelativeSelfAttention
 
 
-class NFLATConfig(ModelConfig):
+class NFLATConfig(ModelConfig, LocalAttentionSettings):
     name: Literal["nflat"] = "nflat"
     heads: int = Field(8, ge=1)  # inter-attention heads
     head_dim: int = Field(16, ge=1)
@@ -78,11 +86,16 @@ class NFLAT(SequenceTagger):
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
         self.word_proj = nn.Linear(word_dim, d_model)
         self.interformer = InterFormer(
-            d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout, config.rpe, config.non_word, config.scaled
+            d_model, config.heads, d_ff, config.layers, config.dropout, config.attn_dropout,
+            config.rpe, config.non_word, config.scaled,
         )
+        selector = local_selector_factory(config.local_attention, d_model, config.gate_init)  # SLA / WLA; none: NFLAT
         self.encoder = nn.ModuleList(
             EncoderLayer(
-                RelativeSelfAttention(d_model, self_heads, config.attn_dropout, config.scaled), d_model, d_ff, config.dropout
+                RelativeSelfAttention(d_model, self_heads, config.attn_dropout, config.scaled, selector()),
+                d_model,
+                d_ff,
+                config.dropout,
             )
             for _ in range(config.layers)
         )
@@ -98,9 +111,17 @@ class NFLAT(SequenceTagger):
         inter = attention_bytes(self.config.heads, length, keys) + 8 * length * keys  # scores, position rows (int64)
         table = 2 * FLOAT * (2 * length + 1) * 16 * D  # R rows for (distance, word length), and a copy
         tener = attention_bytes(self.encoder[0].attention.heads, length, length)  # as TENER.inference_bytes
+        tener *= 2 if self.config.local_attention != "none" else 1  # S^glb, the masked copy, S^loc and the mixture
         return super().inference_bytes(length) + inter + table + tener
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._emissions(batch, traceable=False)
+
+    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same emissions with R of Eq. 4 stored per (character, word) pair: no data-dependent sizes, so it exports."""
+        return self._emissions(batch, traceable=True)
+
+    def _emissions(self, batch: dict[str, torch.Tensor], traceable: bool) -> torch.Tensor:
         if "words" not in batch:
             raise ZhnerError("NFLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
         chars, mask = batch["chars"], batch["mask"]  # [B, n]
@@ -109,8 +130,9 @@ class NFLAT(SequenceTagger):
         w = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, m, D]
         positions = torch.arange(n, device=chars.device).expand(B, n)  # a character's head and tail are its index
         x = self.interformer(
-            x, positions, positions, w, batch["word_starts"], batch["word_ends"], batch["word_mask"], max_distance=n - 1
+            x, positions, positions, w, batch["word_starts"], batch["word_ends"], batch["word_mask"], n - 1, traceable
         )
+        local = local_inputs(self.config, batch)  # SLA / WLA: local_mask [B, n, n]
         for layer in self.encoder:
-            x = layer(x, mask)
+            x = layer(x, mask, **local)
         return self.out(self.fc_dropout(x))  # [B, n, T]

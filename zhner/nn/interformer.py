@@ -23,7 +23,7 @@ from torch import nn
 
 from zhner.nn.encoder import EncoderLayer
 from zhner.nn.flat_attention import FlatRelativeAttention
-from zhner.nn.span_position import SpanPositionEncoding, SpanPositions
+from zhner.nn.span_position import DensePositions, SpanPositionEncoding, SpanPositions
 
 
 class InterFormer(nn.Module):
@@ -48,7 +48,9 @@ class InterFormer(nn.Module):
         self.non_word = nn.Parameter(torch.randn(d_model) / d_model**0.5) if non_word else None
         self.layers = nn.ModuleList(
             EncoderLayer(
-                FlatRelativeAttention(d_model, heads, attn_dropout, scaled=scaled, project_k=True, out_proj=False, relative=rpe),
+                FlatRelativeAttention(
+                    d_model, heads, attn_dropout, scaled=scaled, project_k=True, out_proj=False, relative=rpe
+                ),
                 d_model,
                 d_ff,
                 dropout,
@@ -57,12 +59,20 @@ class InterFormer(nn.Module):
         )
 
     def positions(
-        self, x_heads: torch.Tensor, x_tails: torch.Tensor, y_heads: torch.Tensor, y_tails: torch.Tensor, max_distance: int
-    ) -> SpanPositions | None:
-        """R of Eq. 4 for every (x span, y span) pair (+ the <non_word> column): index [B, n, (1 +) m]; None with -RPE."""
+        self,
+        x_heads: torch.Tensor,
+        x_tails: torch.Tensor,
+        y_heads: torch.Tensor,
+        y_tails: torch.Tensor,
+        max_distance: int,
+        traceable: bool = False,
+    ) -> SpanPositions | DensePositions | None:
+        """R of Eq. 4 for every (x span, y span) pair (+ the <non_word> column): index [B, n, (1 +) m], or with
+        `traceable` R itself [B, n, (1 +) m, D] (no data-dependent sizes: the form torch.export traces); None with -RPE."""
         if self.position is None:
             return None
-        return self.position(x_heads, x_tails, max_distance, y_heads, y_tails, zero_key=self.non_word is not None)
+        encode = self.position.dense if traceable else self.position
+        return encode(x_heads, x_tails, max_distance, y_heads, y_tails, zero_key=self.non_word is not None)
 
     def keys(self, y: torch.Tensor, y_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The key sequence and which keys exist: ([<non_word> ; y] [B, 1 + m, D], allowed [B, 1, 1 + m]) or (y, y_mask)."""
@@ -82,8 +92,9 @@ class InterFormer(nn.Module):
         y_tails: torch.Tensor,
         y_mask: torch.Tensor,
         max_distance: int,
+        traceable: bool = False,
     ) -> torch.Tensor:
-        positions = self.positions(x_heads, x_tails, y_heads, y_tails, max_distance)
+        positions = self.positions(x_heads, x_tails, y_heads, y_tails, max_distance, traceable)
         keys, allowed = self.keys(y, y_mask)  # [B, K, D], [B, 1, K]
         for layer in self.layers:
             x = layer(x, positions, allowed, memory=keys)  # [B, n, D]

@@ -171,13 +171,25 @@ class SpanPositionEncoding(nn.Module):
         index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + key_length_id[:, None, :]  # [B, N, M]
         return SpanPositions(table, index)
 
-    def dense(self, heads: torch.Tensor, tails: torch.Tensor, max_distance: int) -> DensePositions:
-        """R of Eq. 8 for every pair, [B, N, N, D]: each kind's distance (all within [-M, M], since heads and tails are
-        character indices in [0, M]) picks its row of W_r^kind p (see `projected_tables`), the rows are summed, then ReLU."""
+    def dense(
+        self,
+        heads: torch.Tensor,
+        tails: torch.Tensor,
+        max_distance: int,
+        key_heads: torch.Tensor | None = None,
+        key_tails: torch.Tensor | None = None,
+        zero_key: bool = False,
+    ) -> DensePositions:
+        """R of Eq. 8 for every (query, key) pair, [B, N, M, D] (keys default to the queries): each kind's distance (all
+        within [-M, M], since heads and tails are character indices in [0, M]) picks its row of W_r^kind p (see
+        `projected_tables`), the rows are summed, then ReLU. zero_key prepends NFLAT's <non_word> column (every distance 0)."""
         M = max_distance
         tables = self.projected_tables(M)  # [n, 2M+1, D]
-        dist = span_distances(heads, tails)  # Eq. 4-7, each [B, N, N]
-        pre = sum(F.embedding(dist[kind] + M, tables[k]) for k, kind in enumerate(self.kinds))  # [B, N, N, D]
+        dist = span_distances(heads, tails, key_heads, key_tails)  # Eq. 4-7, each [B, N, M]
+        pre = sum(F.embedding(dist[kind] + M, tables[k]) for k, kind in enumerate(self.kinds))  # [B, N, M, D]
+        if zero_key:
+            zero = tables[:, M].sum(0)  # [D]: distance 0 in every kind
+            pre = torch.cat([zero.expand(pre.shape[0], pre.shape[1], 1, -1), pre], dim=2)  # [B, N, 1 + M, D]
         return DensePositions(torch.relu(pre))
 
     def naive(
