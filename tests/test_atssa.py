@@ -89,6 +89,20 @@ def test_inference_selection_matches_per_query_loop(topk, dynamic):
     assert not torch.isnan(weights).any()
 
 
+
+@pytest.mark.parametrize("topk", [3, 6])  # 6 > the 4- and 2-key rows
+def test_traced_selection_equals_the_fast_path(topk, monkeypatch):
+    """While torch.export traces, every row gets its k-th score (no data-dependent branch): the same weights."""
+    torch.manual_seed(0)
+    scores, x, mask = random_case()
+    sel = SelectiveAttention(6, 2, topk=topk).double().eval()
+    expected = sel(scores, x, mask[:, None, :], mask)
+    z = sel.last.z
+    assert (z.sum(-1) < 7).any()  # some row keeps fewer than all its keys: the selection is not trivial
+    monkeypatch.setattr(torch.compiler, "is_exporting", lambda: True)
+    torch.testing.assert_close(sel(scores, x, mask[:, None, :], mask), expected, atol=1e-12, rtol=0)
+    assert torch.equal(sel.last.z, z)
+
 def test_rows_never_empty_and_masked_keys_never_selected():
     torch.manual_seed(1)
     scores, x, mask = random_case(seed=1, K=9, lengths=(9, 5, 1))
@@ -238,6 +252,19 @@ def test_word_fusion_matches_loop():
                 out.append(a @ kv[:, 1, h])
             assert torch.allclose(got[b, i], torch.cat(out), atol=1e-10), (b, i)
 
+
+
+def test_traced_word_fusion_equals_the_fast_path(monkeypatch):
+    """While torch.export traces, every word is a candidate of every character (C = W, no sort): the same output."""
+    torch.manual_seed(0)
+    starts, ends, wmask = word_batch()
+    fusion = WordFusion(10, 12, 16, 2).double().eval()
+    chars, words = torch.randn(2, 6, 10, dtype=torch.double), torch.randn(2, 4, 12, dtype=torch.double)
+    expected = fusion(chars, words, starts, ends, wmask)
+    index, valid = words_per_char(starts, ends, wmask, 6, keep_all=True)
+    assert index.shape == (2, 6, 4) and valid.sum() == words_per_char(starts, ends, wmask, 6)[1].sum()
+    monkeypatch.setattr(torch.compiler, "is_exporting", lambda: True)
+    torch.testing.assert_close(fusion(chars, words, starts, ends, wmask), expected, atol=1e-12, rtol=0)
 
 # -- the model ------------------------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """ONNX export: the traceable emission paths equal the fast ones, numpy Viterbi equals the CRF's, and an exported tiny
-model of each kind (TENER, NFLAT, FLAT, BiLSTM-CRF) gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
+model of each kind (TENER, NFLAT, ATSSA, FLAT, BiLSTM-CRF) gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
 import subprocess
 import sys
 
@@ -19,7 +19,7 @@ from zhner.train.trainer import train
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
-from zhner.export import OnnxTagger, viterbi  # noqa: E402
+from zhner.export import OnnxTagger, export_onnx, viterbi  # noqa: E402
 
 
 def test_numpy_viterbi_equals_the_crf():
@@ -91,6 +91,7 @@ def test_nflat_traceable_emissions_equal_the_fast_path(rpe, non_word, local):
 TINY = {
     "tener_resume": ["model.heads=2", "model.head_dim=8", "model.layers=1"],
     "nflat_resume": ["model.heads=2", "model.head_dim=8"],
+    "atssa_resume": ["model.heads=2", "model.head_dim=8", "model.layers=1"],
     "flat_resume": ["model.heads=2", "model.head_dim=8", "model.word_embedding=chars"],
     "bilstm_crf_resume": ["model.hidden=16"],
 }
@@ -118,7 +119,7 @@ def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, sh
     assert got == expected
 
 
-def test_missing_or_corrupt_onnx_file(tmp_path, shared_data):
+def test_missing_or_corrupt_onnx_file(tmp_path, shared_data, monkeypatch):
     out = tmp_path / "model"
     train(load_config(resolve_config("tener_resume"), TINY["tener_resume"] + ["data.max_train_sentences=20",
           "data.max_eval_sentences=8", "train.epochs=1"]), out, log=lambda _: None)
@@ -127,3 +128,15 @@ def test_missing_or_corrupt_onnx_file(tmp_path, shared_data):
     (out / "model.onnx").write_bytes(b"not a graph")
     with pytest.raises(ZhnerError, match="cannot load this ONNX model"):
         OnnxTagger.load(out)
+
+    # an exporter failure (a model path that does not trace) is a clear error, and the file already there is kept
+    def fail(*args, **kwargs):
+        raise RuntimeError("Could not guard on data-dependent expression u3\nlong trace")
+
+    import torch.onnx
+
+    monkeypatch.setattr(torch.onnx, "export", fail)
+    res_path = out / "model.onnx"
+    with pytest.raises(ZhnerError, match=r"could not export model 'tener' to ONNX \(RuntimeError: Could not guard"):
+        export_onnx(Tagger.load(out), res_path)
+    assert res_path.read_bytes() == b"not a graph" and [p.name for p in out.iterdir() if p.name.startswith(".")] == []

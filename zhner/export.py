@@ -121,6 +121,15 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
         _drop_traced_shapes(program.model.graph)
         program.save(str(partial), external_data=False)
         partial.replace(path)
+    except ZhnerError:
+        raise
+    except Exception as e:  # torch.export / onnxscript: a model path that does not trace; nothing is written
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ZhnerError(
+            f"could not export model {model.config.name!r} to ONNX ({type(e).__name__}: {first}); the model directory is"
+            " unchanged and still serves with PyTorch",
+            path,
+        ) from None
     finally:
         partial.unlink(missing_ok=True)
     return path

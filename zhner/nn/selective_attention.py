@@ -99,6 +99,8 @@ class SelectiveAttention(nn.Module):
     def _kth(self, real: torch.Tensor) -> torch.Tensor:
         """topk_i of Eq. 8 over real keys: real [..., K] (masked keys -inf) -> [...]. A row with fewer than k real keys
         gets the lowest finite float, below every real score and above the masked keys: it keeps all its real keys."""
+        if torch.compiler.is_exporting():  # k -inf columns instead of a branch on K: the graph holds for any K
+            real = torch.cat([real, real.new_full((*real.shape[:-1], self.topk), float("-inf"))], dim=-1)
         kth = real.topk(min(self.topk, real.shape[-1]), dim=-1).values[..., -1]
         return kth.clamp_min(torch.finfo(real.dtype).min)
 
@@ -108,7 +110,10 @@ class SelectiveAttention(nn.Module):
         keep = real >= threshold[..., None]  # z of Eq. 8-9 with T~ = T; masked keys are -inf: never kept
         if self.topk:
             short = keep.sum(-1) < self.topk  # rows where T~_i = topk_i < T_i, [B, H, Q]
-            if short.any():
+            if torch.compiler.is_exporting():  # no data-dependent branch or size: every row's k-th score
+                threshold = torch.where(short, self._kth(real), threshold)
+                keep = real >= threshold[..., None]
+            elif short.any():
                 threshold = threshold.masked_scatter(short, self._kth(real[short]))
                 keep = real >= threshold[..., None]
         weights = torch.softmax(real.masked_fill(~keep, float("-inf")), dim=-1)  # Eq. 11-12

@@ -20,13 +20,18 @@ from torch import nn
 from zhner.nn.position import sinusoid
 
 
-def words_per_char(word_starts: torch.Tensor, word_ends: torch.Tensor, word_mask: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+def words_per_char(
+    word_starts: torch.Tensor, word_ends: torch.Tensor, word_mask: torch.Tensor, length: int, keep_all: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 13 as indices: for each character, the (positions in the word list of the) words containing it.
 
     word_starts, word_ends (inclusive), word_mask [B, W] -> (index [B, L, C] into W, valid [B, L, C]); C = the most words
-    any character of the batch lies in (at least 1). Words keep their (start, end) order."""
+    any character of the batch lies in (at least 1); with `keep_all`, C = W and index = 0..W-1 (no size or op that
+    depends on the data, for torch.export). Words keep their (start, end) order."""
     i = torch.arange(length, device=word_starts.device)[None, :, None]  # [1, L, 1]
     contains = (word_starts[:, None, :] <= i) & (i <= word_ends[:, None, :]) & word_mask[:, None, :]  # [B, L, W]
+    if keep_all:  # every word is a candidate, in place
+        return torch.arange(contains.shape[-1], device=contains.device).expand_as(contains), contains
     C = max(1, int(contains.sum(-1).max()))
     # stable sort puts the containing words first, in their original order
     index = torch.sort((~contains).to(torch.int8), dim=-1, stable=True).indices[..., :C]  # [B, L, C]
@@ -68,7 +73,8 @@ class WordFusion(nn.Module):
     ) -> torch.Tensor:
         B, L, _ = chars.shape
         H, d = self.heads, self.head_dim
-        index, valid = words_per_char(word_starts, word_ends, word_mask, L)  # [B, L, C]
+        exporting = torch.compiler.is_exporting()  # no data-dependent sizes: the graph must hold for any input
+        index, valid = words_per_char(word_starts, word_ends, word_mask, L, keep_all=exporting)  # [B, L, C]
         C = index.shape[-1]
         q = self.q(chars).view(B, L, H, d)
         k, v = self.kv(words).view(B, -1, 2, H, d).unbind(2)  # [B, W, H, d] each
@@ -80,7 +86,10 @@ class WordFusion(nn.Module):
         i = torch.arange(L, device=chars.device)[None, :, None]  # [1, L, 1]
         d_hh = (i - gather(word_starts)).masked_fill(~valid, 0)  # Eq. 14, [B, L, C]
         d_tt = (i - gather(word_ends)).masked_fill(~valid, 0)
-        longest = int((word_ends - word_starts).masked_fill(~word_mask, 0).max()) if word_mask.any() else 0
+        if exporting:  # words lie inside the sentence: l <= L - 1
+            longest = L - 1
+        else:
+            longest = int((word_ends - word_starts).masked_fill(~word_mask, 0).max()) if word_mask.any() else 0
         R = self.relative(d_hh, d_tt, longest).view(B, L, C, H, d)  # Eq. 15
         kc = gather(k)  # [B, L, C, H, d]
         scores = torch.einsum("blhd,blchd->bhlc", q + self.u, kc) + torch.einsum("blhd,blchd->bhlc", q + self.v, R)
