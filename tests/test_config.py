@@ -83,3 +83,41 @@ def test_every_model_field_is_bounded():
     with pytest.raises(ZhnerError, match="model.crf_init"):
         config_from_dict({"model": {"name": "tener", "crf_init": "uniform"}})
     config_from_dict({"model": {"name": "tener", "dropout": 0.0, "fc_dropout": 0.99, "bigram_dim": 0}})  # edges allowed
+
+
+def _config_with_recipes(tmp_path, recipes: str):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(
+        "model: {name: tener, heads: 2, head_dim: 8, layers: 1}\ntrain: {optimizer: sgd, lr: 0.001, epochs: 50}\n" + recipes,
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_recipe_applies_its_overrides_before_set(tmp_path):
+    path = _config_with_recipes(tmp_path, "recipes:\n  fast: {train.optimizer: adamw, train.epochs: 3, train.clip_value: null}\n")
+    plain = load_config(path)
+    assert (plain.train.optimizer, plain.train.epochs, plain.train.clip_value) == ("sgd", 50, 5.0)
+    fast = load_config(path, recipe="fast")
+    assert (fast.train.optimizer, fast.train.epochs, fast.train.clip_value, fast.train.lr) == ("adamw", 3, None, 0.001)
+    # --set comes after the recipe, so it wins
+    assert load_config(path, ["train.epochs=5"], recipe="fast").train.epochs == 5
+    # the section is not part of the config a model is saved with
+    assert "recipes" not in fast.model_dump()
+
+
+def test_unknown_or_malformed_recipe_is_a_clear_error(tmp_path):
+    path = _config_with_recipes(tmp_path, "recipes:\n  fast: {train.epochs: 3}\n")
+    with pytest.raises(ZhnerError, match="no such recipe.*it has: fast"):
+        load_config(path, recipe="slow")
+    with pytest.raises(ZhnerError, match="no such recipe.*it has: none"):
+        load_config(_config_with_recipes(tmp_path, ""), recipe="fast")
+    bad = _config_with_recipes(tmp_path, "recipes: [train.epochs=3]\n")
+    with pytest.raises(ZhnerError, match="recipes: expected a mapping"):
+        load_config(bad)
+    bad_value = _config_with_recipes(tmp_path, "recipes:\n  fast: {train.epochs: -1}\n")
+    with pytest.raises(ZhnerError, match="train.epochs"):
+        load_config(bad_value, recipe="fast")
+    bad_path = _config_with_recipes(tmp_path, "recipes:\n  fast: {train.lr.x: 3}\n")
+    with pytest.raises(ZhnerError, match="recipes.fast.train.lr.x: 'lr' is not a section"):
+        load_config(bad_path, recipe="fast")

@@ -64,6 +64,7 @@ def train(
     config: str = typer.Argument(..., help="YAML config, or the name of a shipped one (e.g. tener_resume)"),
     output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
+    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="train this many seeds (seed, seed+1, ...), one sub-directory each"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model or an interrupted run in OUTPUT"),
     device: str = typer.Option("auto", "--device", help="auto (a GPU when CUDA is available), cpu, or cuda"),
@@ -75,7 +76,7 @@ def train(
 
     from zhner.fileio import check_output_dir
 
-    cfg = load_config(resolve_config(config), set_)
+    cfg = load_config(resolve_config(config), set_, recipe)
     check_output_dir(output)
     _device(device)  # a bad --device fails before the data is loaded
     if seeds == 1:
@@ -96,13 +97,14 @@ def sweep(
     output: Path = typer.Option(..., "-o", "--output", help="sweep directory: one run (or seed set) per value + sweep.json"),
     param: str = typer.Option(..., "--param", help="the parameter and its values, e.g. model.topk=1,2,3,4,5,6"),
     set_: list[str] = typer.Option([], "--set", help="override a config field for every run"),
+    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="seeds per value (seed, seed+1, ...)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
 ) -> None:
     """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""
     import yaml
 
-    from zhner.config import apply_overrides
+    from zhner.config import apply_overrides, apply_recipe
     from zhner.train.runs import sweep as run_sweep
 
     from zhner.fileio import check_output_dir, reading
@@ -114,6 +116,9 @@ def sweep(
             raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
+    if not isinstance(raw, dict):
+        raise ZhnerError("expected a mapping at the top level", path)
+    raw = apply_recipe(raw, recipe, str(path))
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
     for run in result["runs"]:
         score = run[f"test.{run['metric']}"]
@@ -479,13 +484,14 @@ def bench(
     config: str = typer.Argument(..., help="YAML config or shipped config name"),
     as_json: bool = typer.Option(False, "--json"),
     set_: list[str] = typer.Option([], "--set"),
+    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
     seconds: float = typer.Option(15.0, help="seconds of training to time"),
 ) -> None:
     """Training and inference throughput (sentences/s) on the config's dataset, one thread; peak memory."""
     from zhner.bench import run_bench
     from zhner.config import load_config
 
-    result = run_bench(load_config(resolve_config(config), set_), train_seconds=seconds)
+    result = run_bench(load_config(resolve_config(config), set_, recipe), train_seconds=seconds)
     typer.echo(json.dumps(result) if as_json else "\n".join(f"{k:28s} {v}" for k, v in result.items()))
 
 

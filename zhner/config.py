@@ -125,16 +125,20 @@ def parse_override(item: str) -> tuple[list[str], object]:
     return key.split("."), parsed
 
 
+def _set_path(raw: dict, path: list[str], value: object, what: str) -> None:
+    node = raw
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ZhnerError(f"{what}: {part!r} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     for item in overrides:
         path, value = parse_override(item)
-        node = raw
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ZhnerError(f"--set {item!r}: {part!r} is not a section")
-            node = child
-        node[path[-1]] = value
+        _set_path(raw, path, value, f"--set {item!r}")
     return raw
 
 
@@ -154,7 +158,29 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
         raise ZhnerError(f"{field}: {err['msg']}{more}", source) from None
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
+def apply_recipe(raw: dict, recipe: str | None, source: str) -> dict:
+    """Take the config's `recipes:` section out of `raw` and apply the one named (its `key: value` overrides).
+
+    A recipe is a named set of training overrides measured for that config (e.g. `fast`: fewer epochs of another
+    optimiser); the section itself is not part of the config a model is saved with."""
+    recipes = raw.pop("recipes", None) or {}
+    if not isinstance(recipes, dict) or not all(isinstance(r, dict) for r in recipes.values()):
+        raise ZhnerError("recipes: expected a mapping of names to mappings of KEY: VALUE overrides", source)
+    if recipe is None:
+        return raw
+    if recipe not in recipes:
+        known = ", ".join(sorted(recipes)) or "none"
+        raise ZhnerError(f"--recipe {recipe!r}: this config has no such recipe (it has: {known})", source)
+    for key, value in recipes[recipe].items():
+        path = str(key).split(".")
+        if any(not part for part in path):
+            raise ZhnerError(f"recipes.{recipe}: bad key {key!r}", source)
+        _set_path(raw, path, value, f"recipes.{recipe}.{key}")
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] = (), recipe: str | None = None) -> Config:
+    """Read a YAML config; then the named recipe (if any), then `overrides` (KEY=VALUE, as `--set`), are applied."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -169,6 +195,9 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise ZhnerError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path, None if line is None else line + 1) from None
+    if not isinstance(raw, dict):
+        raise ZhnerError("expected a mapping at the top level", path)
+    raw = apply_recipe(raw, recipe, str(path))
     return config_from_dict(apply_overrides(raw, list(overrides)), str(path))
 
 
