@@ -121,3 +121,17 @@ def test_unknown_or_malformed_recipe_is_a_clear_error(tmp_path):
     bad_path = _config_with_recipes(tmp_path, "recipes:\n  fast: {train.lr.x: 3}\n")
     with pytest.raises(ZhnerError, match="recipes.fast.train.lr.x: 'lr' is not a section"):
         load_config(bad_path, recipe="fast")
+
+
+def test_every_shipped_recipe_loads():
+    import yaml
+
+    from zhner.cli import CONFIG_DIR
+
+    found = 0
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        for name in (yaml.safe_load(path.read_text(encoding="utf-8")).get("recipes") or {}):
+            plain, cooked = load_config(path), load_config(path, recipe=name)
+            assert cooked != plain, (path.name, name)  # a recipe changes something
+            found += 1
+    assert found >= 1  # flat_resume's fast recipe
