@@ -318,15 +318,17 @@ def test_classify_endpoint_with_an_empty_text(sst2_model):
         assert body["label"] is None and body["scores"] == {"0": 0.5, "1": 0.5}
 
 
-def test_the_shipped_model_predates_the_contract_and_still_loads():
-    """zhner/resources/default_model was written before the task contract (format-1 vocab.json, no labels in its
-    config): it loads with its real weights and finds the entities of a plain sentence."""
+def test_the_shipped_model_is_written_under_the_contract_and_loads():
+    """zhner/resources/default_model is written under the task contract (format-2 vocab.json with its fields and task;
+    the models shipped before it were format 1, see the next section): it loads with its real weights and finds the
+    entities of a plain sentence."""
     from zhner.tagger import default_model_dir
 
     shipped = default_model_dir()
     if shipped is None:
         pytest.skip("no shipped model in this checkout")
-    assert "format" not in json.loads((shipped / "vocab.json").read_text(encoding="utf-8"))
+    vocab = json.loads((shipped / "vocab.json").read_text(encoding="utf-8"))
+    assert vocab["format"] == 2 and {"chars", "lexicon"} <= set(vocab["fields"])
     entities = Tagger.load(shipped).predict(["张三毕业于北京大学，现在上海工作。"])[0]
     assert {(e["text"], e["type"]) for e in entities} >= {("张三", "PER"), ("北京大学", "ORG"), ("上海", "LOC")}
 
