@@ -265,3 +265,9 @@ def test_demo_trains_evaluates_and_tags(tmp_path, shared_data):
     entity_lines = [ln for ln in res.stdout.splitlines() if re.match(r"^  [A-Z]+ +\[ *\d+, *\d+\)  \S", ln)]
     assert entity_lines, res.stdout  # at least one entity printed as TYPE [start, end) text
     assert (tmp_path / "demo" / "model.safetensors").exists()
+
+
+def test_train_with_an_unknown_recipe_names_the_known_ones(tmp_path):
+    res = zhner("train", "flat_resume", "-o", tmp_path / "run", "--recipe", "slow")
+    assert_clean_error(res, "--recipe 'slow'", "it has: fast", "flat_resume.yaml")
+    assert not (tmp_path / "run").exists()

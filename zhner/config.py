@@ -125,12 +125,12 @@ def parse_override(item: str) -> tuple[list[str], object]:
     return key.split("."), parsed
 
 
-def _set_path(raw: dict, path: list[str], value: object, what: str) -> None:
+def _set_path(raw: dict, path: list[str], value: object, what: str, source: str | None = None) -> None:
     node = raw
     for part in path[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ZhnerError(f"{what}: {part!r} is not a section")
+            raise ZhnerError(f"{what}: {part!r} is not a section", source)
         node = child
     node[path[-1]] = value
 
@@ -175,7 +175,7 @@ def apply_recipe(raw: dict, recipe: str | None, source: str) -> dict:
         path = str(key).split(".")
         if any(not part for part in path):
             raise ZhnerError(f"recipes.{recipe}: bad key {key!r}", source)
-        _set_path(raw, path, value, f"recipes.{recipe}.{key}")
+        _set_path(raw, path, value, f"recipes.{recipe}.{key}", source)
     return raw
 
 
