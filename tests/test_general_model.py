@@ -9,10 +9,10 @@ from conftest import REPO, sized
 from zhner import tagger as tagger_module
 from zhner.config import config_from_dict, load_config
 from zhner.data.corpus import Corpus, Example, map_types
+from zhner.data.vocab import normalize_char
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.tagger import Tagger, default_model_dir
-from zhner.data.vocab import normalize_char
 from zhner.train.trainer import load_splits, prepare, train
 
 GENERAL = REPO / "zhner" / "configs" / "flat_general.yaml"

@@ -116,8 +116,6 @@ def sweep(
             raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
-    if not isinstance(raw, dict):
-        raise ZhnerError("expected a mapping at the top level", path)
     raw = apply_recipe(raw, recipe, str(path))
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
     for run in result["runs"]:

@@ -116,13 +116,20 @@ def parse_override(item: str) -> tuple[list[str], object]:
     if "=" not in item:
         raise ZhnerError(f"--set {item!r}: expected KEY=VALUE, e.g. train.lr=0.001")
     key, value = item.split("=", 1)
-    if not key or any(not part for part in key.split(".")):
-        raise ZhnerError(f"--set {item!r}: bad key {key!r}")
+    path = _key_path(key, f"--set {item!r}")
     try:
         parsed = yaml.safe_load(value) if value != "" else ""
     except yaml.YAMLError:
         parsed = value
-    return key.split("."), parsed
+    return path, parsed
+
+
+def _key_path(key: str, what: str, source: str | None = None) -> list[str]:
+    """'train.lr' -> ['train', 'lr']; an empty key or an empty part is an error naming `what`."""
+    path = key.split(".")
+    if any(not part for part in path):
+        raise ZhnerError(f"{what}: bad key {key!r}", source)
+    return path
 
 
 def _set_path(raw: dict, path: list[str], value: object, what: str, source: str | None = None) -> None:
@@ -163,6 +170,8 @@ def apply_recipe(raw: dict, recipe: str | None, source: str) -> dict:
 
     A recipe is a named set of training overrides measured for that config (e.g. `fast`: fewer epochs of another
     optimiser); the section itself is not part of the config a model is saved with."""
+    if not isinstance(raw, dict):
+        raise ZhnerError("expected a mapping at the top level", source)
     recipes = raw.pop("recipes", None) or {}
     if not isinstance(recipes, dict) or not all(isinstance(r, dict) for r in recipes.values()):
         raise ZhnerError("recipes: expected a mapping of names to mappings of KEY: VALUE overrides", source)
@@ -172,9 +181,7 @@ def apply_recipe(raw: dict, recipe: str | None, source: str) -> dict:
         known = ", ".join(sorted(recipes)) or "none"
         raise ZhnerError(f"--recipe {recipe!r}: this config has no such recipe (it has: {known})", source)
     for key, value in recipes[recipe].items():
-        path = str(key).split(".")
-        if any(not part for part in path):
-            raise ZhnerError(f"recipes.{recipe}: bad key {key!r}", source)
+        path = _key_path(str(key), f"recipes.{recipe}", source)
         _set_path(raw, path, value, f"recipes.{recipe}.{key}", source)
     return raw
 
@@ -195,8 +202,6 @@ def load_config(path: str | Path, overrides: list[str] = (), recipe: str | None 
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise ZhnerError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path, None if line is None else line + 1) from None
-    if not isinstance(raw, dict):
-        raise ZhnerError("expected a mapping at the top level", path)
     raw = apply_recipe(raw, recipe, str(path))
     return config_from_dict(apply_overrides(raw, list(overrides)), str(path))
 
