@@ -58,6 +58,9 @@ def test_sweep_and_seeds_resume_instead_of_retraining(swept):
     assert res.returncode == 0, res.stderr
     assert [s["seed"] for s in json.loads(res.stdout)] == [42, 43]
     assert (out / "topk=3" / "seed42" / "model.safetensors").stat().st_mtime_ns == before
+    # another time budget is the same run: it is read back, not refused
+    res = zhner("train", "atssa_resume", "-o", out / "topk=3", "--seeds", "2", *sets(TINY + ["model.topk=3", "train.max_minutes=60"]))
+    assert res.returncode == 0 and res.stderr.count("finished run found") == 2, res.stderr
     # a different config on a finished run is refused, not silently mixed in
     res = zhner("train", "atssa_resume", "-o", out / "topk=3", "--seeds", "2", *sets(TINY + ["model.topk=4"]))
     assert_clean_error(res, "seed42", "different config")

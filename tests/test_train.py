@@ -171,8 +171,16 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
 def test_early_stopping_and_time_budget(tmp_path, shared_data):
     metrics = train(tiny(extra=["train.epochs=30", "train.patience=1", "train.lr=1e-9"]), tmp_path / "a", log=lambda _: None)
     assert metrics["status"] == "early_stopping" and metrics["epochs_run"] < 30
-    metrics = train(tiny(extra=["train.epochs=30", "train.max_minutes=0.0001"]), tmp_path / "b", log=lambda _: None)
+    metrics = train(tiny(extra=["train.epochs=3", "train.max_minutes=0.0001"]), tmp_path / "b", log=lambda _: None)
     assert metrics["status"] == "time_budget" and metrics["epochs_run"] == 1
+    assert (tmp_path / "b" / "checkpoint.pt").exists() and Tagger.load(tmp_path / "b").predict(["我爱北京"])
+    lines = []  # the same budget again: nothing more is trained
+    metrics = train(tiny(extra=["train.epochs=3", "train.max_minutes=0.0001"]), tmp_path / "b", log=lines.append)
+    assert metrics["status"] == "time_budget" and metrics["epochs_run"] == 1
+    assert any("budget of 0.0001 minutes is spent" in line for line in lines)
+    metrics = train(tiny(extra=["train.epochs=3"]), tmp_path / "b", log=lines.append)  # no budget: the run goes on
+    assert metrics["status"] == "completed" and metrics["epochs_run"] == 3 and not (tmp_path / "b" / "checkpoint.pt").exists()
+    assert [json.loads(x)["epoch"] for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
 def test_schedules():

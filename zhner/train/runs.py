@@ -47,7 +47,8 @@ def run_summary(metrics: dict) -> dict:
 
 def _comparable(raw: dict) -> dict:
     model = {k: v for k, v in raw.get("model", {}).items() if k not in _DERIVED}
-    return raw | {"model": model}
+    train = {k: v for k, v in raw.get("train", {}).items() if k != "max_minutes"}  # where it stopped, not what it is
+    return raw | {"model": model, "train": train}
 
 
 def _finished_metrics(out: Path, config: Config) -> dict | None:

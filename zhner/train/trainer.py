@@ -434,8 +434,12 @@ def train(
     slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
     started = time.perf_counter() - state["elapsed"]
     stop_reason = "completed"
+    if tc.max_minutes and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs:
+        log(f"the time budget of {tc.max_minutes:g} minutes is spent ({state['elapsed'] / 60:.1f} trained): "
+            "raise train.max_minutes to go on")
+        stop_reason = "time_budget"
     lexicon_saved = False
-    while state["epoch"] < tc.epochs:
+    while state["epoch"] < tc.epochs and stop_reason == "completed":
         epoch = state["epoch"]
         batches = epoch_batches(epoch)
         model.train()
@@ -511,9 +515,10 @@ def train(
         state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
         if tc.patience and state["bad_epochs"] >= tc.patience:
             stop_reason = "early_stopping"
-        elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60:
+        elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs:
             stop_reason = "time_budget"
-        if state["epoch"] < tc.epochs and stop_reason == "completed":
+        if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
+            # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
             _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         if distributed.agree(stop_reason != "completed", ctx):
             break
@@ -522,7 +527,8 @@ def train(
         return {}
     tagger.metrics = _metrics(config, tagger.task, state, started, stop_reason, dev_label)
     tagger.save_metrics(out_dir)
-    ckpt_path.unlink(missing_ok=True)
+    if stop_reason != "time_budget":
+        ckpt_path.unlink(missing_ok=True)
     return tagger.metrics
 
 
@@ -604,13 +610,18 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
 
 def _same_config(saved: object, config: Config) -> bool:
     """Whether a checkpoint's config (dump_config text) is `config`; fields added since it was written count as their
-    defaults, so a newer zhner resumes an older run."""
+    defaults, so a newer zhner resumes an older run. The time budget may differ: it changes where a run stops, not
+    what it trains."""
     if saved == dump_config(config):
         return True
     try:
-        return config_from_dict(yaml.safe_load(saved)) == config
+        return _without_budget(config_from_dict(yaml.safe_load(saved))) == _without_budget(config)
     except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):
         return False
+
+
+def _without_budget(config: Config) -> Config:
+    return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
 
 
 def _trim_log(path: Path, epochs_done: int) -> None:
