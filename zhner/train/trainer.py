@@ -435,7 +435,7 @@ def train(
     started = time.perf_counter() - state["elapsed"]
     stop_reason = "completed"
     if tc.max_minutes and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs:
-        log(f"the time budget of {tc.max_minutes:g} minutes is spent ({state['elapsed'] / 60:.1f} trained): "
+        log(f"the time budget of {tc.max_minutes:g} minutes is spent ({state['elapsed'] / 60:.1f} minutes trained); "
             "raise train.max_minutes to go on")
         stop_reason = "time_budget"
     lexicon_saved = False
