@@ -434,7 +434,7 @@ def train(
     slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
     started = time.perf_counter() - state["elapsed"]
     stop_reason = "completed"
-    if tc.max_minutes and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs:
+    if _budget_spent(tc, state):
         log(f"the time budget of {tc.max_minutes:g} minutes is spent ({state['elapsed'] / 60:.1f} minutes trained); "
             "raise train.max_minutes to go on")
         stop_reason = "time_budget"
@@ -515,7 +515,7 @@ def train(
         state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
         if tc.patience and state["bad_epochs"] >= tc.patience:
             stop_reason = "early_stopping"
-        elif tc.max_minutes and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs:
+        elif _budget_spent(tc, state):
             stop_reason = "time_budget"
         if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
             # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
@@ -530,6 +530,12 @@ def train(
     if stop_reason != "time_budget":
         ckpt_path.unlink(missing_ok=True)
     return tagger.metrics
+
+
+def _budget_spent(tc, state: dict) -> bool:
+    """Whether the run's training time has passed `train.max_minutes` with epochs still to go (a run that has trained
+    all its epochs is complete, whatever its budget)."""
+    return bool(tc.max_minutes) and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs
 
 
 def _collapse_warning(state: dict, dev: dict, patience: int | None, dev_label: str) -> str | None:
