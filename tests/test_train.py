@@ -15,7 +15,7 @@ from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
-from zhner.train.trainer import _save_checkpoint, lr_lambda, prepare, train
+from zhner.train.trainer import _save_checkpoint, lr_lambda, make_optimizer, prepare, train
 
 
 def tiny(name="tener_resume", extra=()):
@@ -194,6 +194,29 @@ def test_schedules():
     cfg = tiny(extra=["train.warmup=5", "train.schedule=constant"])
     f = lr_lambda(cfg, steps_per_epoch=10)
     assert f(2) == pytest.approx(0.6) and f(400) == 1.0
+
+
+def test_adamw_uses_the_fused_kernel_and_makes_the_same_update():
+    # fused AdamW is what makes AdamW runs on MSRA's large tables affordable (README "Speed"); it must be the same update
+    config = load_config(resolve_config("tener_resume"), ["train.optimizer=adamw", "train.weight_decay=0.01"])
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(500, 16), torch.nn.Linear(16, 4))
+    reference = torch.nn.Sequential(torch.nn.Embedding(500, 16), torch.nn.Linear(16, 4))
+    reference.load_state_dict(model.state_dict())
+    start = [p.detach().clone() for p in model.parameters()]
+    optimizer = make_optimizer(model, config)
+    assert optimizer.defaults["fused"]
+    plain = torch.optim.AdamW(reference.parameters(), lr=config.train.lr, weight_decay=0.01, foreach=False)
+    for _ in range(50):
+        x = torch.randint(0, 500, (8, 6))
+        for m, o in ((model, optimizer), (reference, plain)):
+            o.zero_grad()
+            m(x).pow(2).mean().backward()
+            o.step()
+    for a, b, a0 in zip(model.parameters(), reference.parameters(), start):
+        assert not torch.allclose(a, a0)  # it trained
+        assert torch.allclose(a, b, atol=1e-5)
+    assert make_optimizer(model, load_config(resolve_config("tener_resume"))).defaults.get("fused") in (None, False)
 
 
 def test_bilstm_crf_trains(tmp_path, shared_data):

@@ -355,7 +355,15 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
         params.append({"params": [p for n, p in named if n in gate], "lr": tc.gate_lr})
     if tc.optimizer == "sgd":
         return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
-    return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+    # The fused kernel is the same update (parameters agree to 3e-7 after 200 steps) in one pass over each tensor: on
+    # FLAT's MSRA tables (94k bigrams, 78k words) the per-tensor loop took 65% of a training step, and fused trains
+    # 2.4x faster on one thread (README "Speed"). SGD keeps its loop: fused gains 8% there, and changing its rounding
+    # would move every published SGD figure in its last digits.
+    return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=_fused_supported(params))
+
+
+def _fused_supported(groups: list[dict]) -> bool:
+    return all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for g in groups for p in g["params"])
 
 
 def train_step(
