@@ -13,30 +13,36 @@ def _model():
     return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
 
 
-def test_update_is_the_moving_average_with_its_warm_start():
+def test_update_is_the_bias_corrected_moving_average():
     model = _model()
     average = WeightAverage(model, decay=0.9)
-    expected = [p.detach().clone() for p in model.parameters()]
-    for t in range(1, 30):
+    steps = []
+    for _ in range(30):
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p))
         average.update(model)
-        d = min(0.9, (1 + t) / (10 + t))
-        expected = [d * e + (1 - d) * p.detach() for e, p in zip(expected, model.parameters())]
-    for s, e in zip(average.shadow, expected):
-        assert torch.allclose(s, e, atol=1e-6)
+        steps.append([p.detach().clone() for p in model.parameters()])
+    # sum_t (1 - d) d^(T - t) w_t / (1 - d^T): weights that sum to one, the initial weights not among them
+    weights = [(1 - 0.9) * 0.9 ** (len(steps) - 1 - t) / (1 - 0.9 ** len(steps)) for t in range(len(steps))]
+    assert sum(weights) == pytest.approx(1.0)
+    for i, a in enumerate(average.averaged()):
+        assert torch.allclose(a, sum(w * s[i] for w, s in zip(weights, steps)), atol=1e-5)
 
 
 def test_swapped_in_evaluates_the_average_and_restores_the_trained_weights():
     model = _model()
     average = WeightAverage(model, decay=0.5)
+    with average.swapped_in(model):  # no update yet: no average, the trained weights
+        before = model[0].weight.detach().clone()
+    assert torch.equal(before, model[0].weight)
+    average.update(model)
     with torch.no_grad():
         model[0].weight.add_(1.0)
     trained = model[0].weight.detach().clone()
     x = torch.ones(1, 3)
     with average.swapped_in(model):
-        assert torch.equal(model[0].weight, average.shadow[0])
+        assert torch.equal(model[0].weight, average.averaged()[0]) and torch.equal(model[0].weight, before)
         inside = model(x)
     assert torch.equal(model[0].weight, trained) and not torch.equal(model(x), inside)
     with pytest.raises(RuntimeError), average.swapped_in(model):  # restored even when the block fails
@@ -65,9 +71,10 @@ def test_a_run_with_ema_saves_the_average_and_resumes_it_exactly(tmp_path, share
     train(tiny(extra=extra + ["train.max_minutes=0.0001"]), tmp_path / "parts", log=lambda _: None)
     checkpoint = torch.load(tmp_path / "parts" / "checkpoint.pt", weights_only=False)
     saved = load_file(tmp_path / "parts" / "model.safetensors")
-    names, shadow = checkpoint["average"]["names"], checkpoint["average"]["shadow"]
-    assert any(not torch.equal(s, checkpoint["model"][n]) for n, s in zip(names, shadow))  # average != trained weights
-    assert set(names) <= set(saved) and all(torch.equal(saved[n], s) for n, s in zip(names, shadow))
+    state = checkpoint["average"]
+    names, averaged = state["names"], [s / (1 - 0.9 ** state["updates"]) for s in state["shadow"]]
+    assert any(not torch.equal(a, checkpoint["model"][n]) for n, a in zip(names, averaged))  # average != trained weights
+    assert set(names) <= set(saved) and all(torch.allclose(saved[n], a) for n, a in zip(names, averaged))
     parts = train(tiny(extra=extra), tmp_path / "parts", log=lambda _: None)
     assert parts["test"] == whole["test"] and parts["best_epoch"] == whole["best_epoch"]
     final = load_file(tmp_path / "parts" / "model.safetensors")
