@@ -15,7 +15,7 @@ from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
-from zhner.train.trainer import _save_checkpoint, lr_lambda, make_optimizer, prepare, train
+from zhner.train.trainer import _load_optimizer_state, _save_checkpoint, lr_lambda, make_optimizer, prepare, train
 
 
 def tiny(name="tener_resume", extra=()):
@@ -217,6 +217,21 @@ def test_adamw_uses_the_fused_kernel_and_makes_the_same_update():
         assert not torch.allclose(a, a0)  # it trained
         assert torch.allclose(a, b, atol=1e-5)
     assert make_optimizer(model, load_config(resolve_config("tener_resume"))).defaults.get("fused") in (None, False)
+
+
+def test_a_resumed_adamw_run_keeps_the_fused_kernel():
+    # a checkpoint written by the per-tensor AdamW (before it went fused) must not switch the resumed run back to it
+    config = load_config(resolve_config("tener_resume"), ["train.optimizer=adamw"])
+    model = torch.nn.Linear(4, 2)
+    old = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    model(torch.ones(1, 4)).sum().backward()
+    old.step()
+    optimizer = make_optimizer(model, config)
+    _load_optimizer_state(optimizer, old.state_dict())
+    assert optimizer.param_groups[0]["fused"] and not optimizer.param_groups[0]["foreach"]
+    assert torch.equal(optimizer.state[model.weight]["exp_avg"], old.state[model.weight]["exp_avg"])
+    optimizer.step()  # the fused kernel takes the loaded state
+    assert optimizer.state[model.weight]["step"].item() == 2
 
 
 def test_bilstm_crf_trains(tmp_path, shared_data):
