@@ -89,7 +89,6 @@ class TrainConfig(_Section):
     decay: float = Field(0.05, ge=0)
     clip_value: float | None = Field(5.0, gt=0)
     clip_norm: float | None = Field(None, gt=0)
-    ema: float | None = Field(None, gt=0, lt=1)  # evaluate and save an average of the weights, this decay per step
     patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
     seed: int = 42
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints

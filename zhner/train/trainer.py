@@ -10,7 +10,6 @@ $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses 
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -46,7 +45,6 @@ from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
-from zhner.train.averaging import WeightAverage
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -423,7 +421,6 @@ def train(
     steps_per_epoch = len(epoch_batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
-    average = WeightAverage(model, tc.ema) if tc.ema else None
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": float("-inf"), "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
@@ -432,7 +429,7 @@ def train(
         if ctx.is_main:
             ckpt_path.unlink()
     if ckpt_path.exists() and not overwrite:
-        state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
+        state = _restore(ckpt_path, model, optimizer, scheduler, config)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
             _trim_log(out_dir / LOG, state["epoch"])
@@ -465,8 +462,6 @@ def train(
             batch = _to(featurizer.collate([train_items[i] for i in part]), ctx.device)
             loss = train_step(step_model, optimizer, batch, tc, scale)
             scheduler.step()
-            if average:
-                average.update(model)
             real = len(part) if scale else 0  # a borrowed sentence (weight 0) does not count
             loss_sum += loss.item() * real
             n_sent += real
@@ -478,7 +473,7 @@ def train(
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
                 state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
-                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
+                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         bar.close()
         train_seconds = time.perf_counter() - t0
         loss_sum, n_sent = distributed.sum_over_processes([loss_sum, n_sent], ctx)
@@ -488,33 +483,31 @@ def train(
                 break
             continue
 
-        # with train.ema the averaged weights are the ones evaluated and saved; training goes on from the trained ones
-        with average.swapped_in(model) if average else contextlib.nullcontext():
-            dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
-            record = {
-                "epoch": epoch + 1,
-                "step": state["step"],
-                "lr": optimizer.param_groups[0]["lr"],
-                "train_loss": loss_sum / max(1, n_sent),
-                "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
-                dev_label: tagger.task.headline(dev),
-            }
-            score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
-            if score > state["best_f1"]:
-                test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
-                state.update(best_f1=score, best_epoch=epoch + 1, bad_epochs=0)
-                state["best"] = {"dev": dev, "test": test}
-                if run.parts:  # a union: each corpus's own test score too
-                    state["best"]["test_per_corpus"] = {
-                        name: tagger.task.headline(tagger.evaluate(splits["test"], tc.eval_batch_size))
-                        for name, splits in run.parts.items()
-                    }
-                record["test"] = tagger.task.headline(test)
-                tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
-                tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
-                lexicon_saved = True
-            else:
-                state["bad_epochs"] += 1
+        dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
+        record = {
+            "epoch": epoch + 1,
+            "step": state["step"],
+            "lr": optimizer.param_groups[0]["lr"],
+            "train_loss": loss_sum / max(1, n_sent),
+            "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+            dev_label: tagger.task.headline(dev),
+        }
+        score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
+        if score > state["best_f1"]:
+            test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
+            state.update(best_f1=score, best_epoch=epoch + 1, bad_epochs=0)
+            state["best"] = {"dev": dev, "test": test}
+            if run.parts:  # a union: each corpus's own test score too
+                state["best"]["test_per_corpus"] = {
+                    name: tagger.task.headline(tagger.evaluate(splits["test"], tc.eval_batch_size))
+                    for name, splits in run.parts.items()
+                }
+            record["test"] = tagger.task.headline(test)
+            tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
+            tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
+            lexicon_saved = True
+        else:
+            state["bad_epochs"] += 1
         record["best_epoch"] = state["best_epoch"]
         record["seconds"] = round(time.perf_counter() - started, 2)
         warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label) if tagger.task.kind == "tagging" else None
@@ -534,7 +527,7 @@ def train(
             stop_reason = "time_budget"
         if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
             # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
-            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
+            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
         if distributed.agree(stop_reason != "completed", ctx):
             break
 
@@ -595,9 +588,7 @@ def _metrics(config: Config, task: Task, state: dict, started: float, status: st
     }
 
 
-def _save_checkpoint(
-    path: Path, model, optimizer, scheduler, state: dict, config: Config, average: WeightAverage | None = None
-) -> None:
+def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict, config: Config) -> None:
     payload = {
         "config": dump_config(config),
         "model": model.state_dict(),
@@ -605,14 +596,13 @@ def _save_checkpoint(
         "scheduler": scheduler.state_dict(),
         "state": state,
         "rng": torch.get_rng_state(),
-        **({"average": average.state_dict()} if average else {}),
     }
     tmp = path.with_name(path.name + ".partial")
     torch.save(payload, tmp)
     os.replace(tmp, path)
 
 
-def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None = None) -> dict:
+def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
     try:
         payload = torch.load(path, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
@@ -626,8 +616,6 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config, average: W
         model.load_state_dict(payload["model"])
         _load_optimizer_state(optimizer, payload["optimizer"])
         scheduler.load_state_dict(payload["scheduler"])
-        if average:
-            average.load_state_dict(payload["average"])
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     torch.set_rng_state(payload["rng"])
