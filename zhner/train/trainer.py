@@ -357,7 +357,7 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
         return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
     # The fused kernel is the same update (parameters agree to 3e-7 after 200 steps) in one pass over each tensor: on
     # FLAT's MSRA tables (94k bigrams, 78k words) the per-tensor loop took 65% of a training step, and fused trains
-    # 2.4x faster on one thread (README "Speed"). SGD keeps its loop: fused gains 8% there, and changing its rounding
+    # 2.2x faster on one thread (README "Speed"). SGD keeps its loop: fused gains 8% there, and changing its rounding
     # would move every published SGD figure in its last digits.
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=_fused_supported(params))
 
@@ -624,7 +624,7 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
 
 def _load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
     """The saved moments and step counts, with this optimiser's kernel choice (fused, foreach) kept: load_state_dict
-    would put back the saving run's choice, so a run started before AdamW went fused would resume 2.4x slower."""
+    would put back the saving run's choice, so a run started before AdamW went fused would resume about 2x slower."""
     kernels = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in optimizer.param_groups]
     optimizer.load_state_dict(saved)
     for group, kernel in zip(optimizer.param_groups, kernels):
