@@ -540,7 +540,7 @@ def train(
     return tagger.metrics
 
 
-def _budget_spent(tc, state: dict) -> bool:
+def _budget_spent(tc: TrainConfig, state: dict) -> bool:
     """Whether the run's training time has passed `train.max_minutes` with epochs still to go (a run that has trained
     all its epochs is complete, whatever its budget)."""
     return bool(tc.max_minutes) and state["elapsed"] > tc.max_minutes * 60 and state["epoch"] < tc.epochs
