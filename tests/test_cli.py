@@ -36,6 +36,14 @@ def test_score_cli(tmp_path):
     assert set(out["per_type"]) == {"LOC", "PER"}
     table = zhner("score", gold, pred)
     assert table.returncode == 0 and "66.67" in table.stdout
+    train = tmp_path / "train.bmes"
+    train.write_text("张 B-PER\n三 E-PER\n\n", encoding="utf-8")
+    res = zhner("score", gold, pred, "--json", "--seen-in", train)
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout)["seen"]
+    assert seen["seen"] == {"p": 100.0, "r": 100.0, "f1": 100.0, "n_gold": 1, "n_pred": 1}
+    assert seen["unseen"] == {"p": 0.0, "r": 0.0, "f1": 0.0, "n_gold": 1, "n_pred": 0}
+    assert_clean_error(zhner("score", gold, pred, "--seen-in", tmp_path / "missing.bmes"), "missing.bmes")
 
 
 @pytest.mark.parametrize(
@@ -253,6 +261,11 @@ def test_train_predict_evaluate_cli(tmp_path, shared_data):
     res = zhner("evaluate", out, "resume:dev")
     assert res.returncode == 0, res.stderr
     assert {"strict", "lenient", "per_type", "span_f", "type_acc"} <= set(json.loads(res.stdout))
+    res = zhner("evaluate", out, "resume:dev", "--seen-in", "resume")
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)
+    assert sum(g["n_gold"] for g in scores["seen"].values()) == scores["n_gold"] > 0
+    assert_clean_error(zhner("evaluate", out, "resume:dev", "--seen-in", "resume:nope"), "resume:nope", "unknown split")
 
 
 def test_demo_trains_evaluates_and_tags(tmp_path, shared_data):

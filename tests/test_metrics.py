@@ -9,12 +9,14 @@ import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2, IOBES
 
+from zhner.data.corpus import read_corpus
 from zhner.data.schemes import all_tags, spans_to_tags, tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import (
     PRF,
     NERScorer,
     format_report,
+    known_mentions,
     per_type_prf,
     score_files,
     span_f,
@@ -289,6 +291,63 @@ def test_add_spans_counts_for_strict_and_lenient():
         scorer.add_spans(g, p)
     res = scorer.result()
     assert res["strict"]["f1"] == res["lenient"]["f1"] == 40.0
+
+
+def test_seen_and_unseen_mentions_scored_apart_on_hand_case(tmp_path):
+    train = tmp_path / "train.bmes"
+    # 张三/PER and 北京/LOC are training entities; 北京 as ORG is not (same tokens, other type).
+    train.write_text("张 B-PER\n三 E-PER\n去 O\n北 B-LOC\n京 E-LOC\n\n", encoding="utf-8")
+    known = known_mentions(read_corpus(train))
+    assert known == {(("张", "三"), "PER"), (("北", "京"), "LOC")}
+    scorer = NERScorer("bmes")
+    scorer.count_seen(known)
+    tokens = list("张三和李四在北京")
+    gold = ["B-PER", "E-PER", "O", "B-PER", "E-PER", "O", "B-LOC", "E-LOC"]  # 张三 seen, 李四 unseen, 北京 seen
+    pred = ["B-PER", "E-PER", "O", "S-PER", "O", "O", "B-ORG", "E-ORG"]  # 张三 right; 李/PER and 北京/ORG unseen, wrong
+    scorer.add(gold, pred, tokens)
+    res = scorer.result()
+    assert res["seen"]["seen"] == {"p": 100.0, "r": 50.0, "f1": 66.67, "n_gold": 2, "n_pred": 1}
+    assert res["seen"]["unseen"] == {"p": 0.0, "r": 0.0, "f1": 0.0, "n_gold": 1, "n_pred": 2}
+    # the two groups partition the micro counts
+    groups = res["seen"].values()
+    assert sum(g["n_gold"] for g in groups) == res["n_gold"] and sum(g["n_pred"] for g in groups) == res["n_pred"]
+    assert "seen in training" in format_report(res)
+
+
+def test_seen_split_needs_tokens_and_is_absent_by_default():
+    scorer = NERScorer("bio")
+    scorer.add(["B-X", "I-X"], ["B-X", "I-X"])
+    assert "seen" not in scorer.result()
+    scorer.count_seen(frozenset())
+    with pytest.raises(ValueError, match="tokens"):
+        scorer.add(["B-X", "I-X"], ["B-X", "I-X"])
+
+
+def test_seen_split_adds_up_to_micro_counts_on_random_sequences():
+    rng = random.Random(5)
+    tags = all_tags({"A", "B"}, "bmes")
+    chars = "甲乙丙"
+    sentences = [([rng.choice(chars) for _ in range(8)], [rng.choice(tags) for _ in range(8)], [rng.choice(tags) for _ in range(8)]) for _ in range(200)]
+    known = frozenset((tuple(toks[s:e]), t) for toks, g, _ in sentences[:100] for s, e, t in tags_to_spans(g, "bmes"))
+    scorer = NERScorer("bmes")
+    scorer.count_seen(known)
+    tp = 0
+    for toks, g, p in sentences[100:]:
+        scorer.add(g, p, toks)
+        tp += len(set(tags_to_spans(g, "bmes")) & set(tags_to_spans(p, "bmes")))
+    res = scorer.result()
+    seen, unseen = res["seen"]["seen"], res["seen"]["unseen"]
+    assert seen["n_gold"] > 0 and unseen["n_gold"] > 0  # the case exercises both groups
+    assert seen["n_gold"] + unseen["n_gold"] == res["n_gold"] and seen["n_pred"] + unseen["n_pred"] == res["n_pred"]
+    tps = round(seen["r"] * seen["n_gold"] / 100) + round(unseen["r"] * unseen["n_gold"] / 100)
+    assert tps == tp  # every exact match counted in exactly one group
+
+
+def test_known_mentions_refuses_an_untagged_corpus(tmp_path):
+    texts = tmp_path / "cls.tsv"
+    texts.write_text("sentence\tlabel\n好\t1\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="no entity tags"):
+        known_mentions(read_corpus(texts))
 
 
 # --- zeros: no ZeroDivisionError ---------------------------------------------------------------------------

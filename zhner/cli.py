@@ -221,12 +221,34 @@ def _corpus_for(data: str, pipeline):
     return read_corpus(data, unit=pipeline.featurizer.unit)
 
 
+def _seen_corpus(data: str, unit: str = "char"):
+    """--seen-in: a dataset name (its train split; NAME:SPLIT for another) or a labelled corpus file."""
+    from zhner.data.catalogue import DATASETS
+    from zhner.data.corpus import read_corpus
+    from zhner.data.registry import load_dataset
+
+    name, _, split = data.partition(":")
+    if not Path(data).exists() and name in DATASETS:
+        splits = load_dataset(name)
+        if split and split not in splits:
+            raise ZhnerError(f"unknown split {split!r}; expected one of {', '.join(f'{name}:{s}' for s in splits)}", data)
+        return splits[split or "train"]
+    return read_corpus(data, unit=unit)
+
+
+SEEN_IN_HELP = (
+    "the training corpus (a file, or a dataset name for its train split): also score, strictly, the mentions seen in "
+    "it as an entity of the same type apart from the unseen ones"
+)
+
+
 @app.command()
 def evaluate(
     model_dir: Path = typer.Argument(..., help="a trained model directory"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
+    seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
 ) -> None:
     """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
     MCC / macro-F1 / F0.5 for a classifier."""
@@ -242,6 +264,8 @@ def evaluate(
         what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
         raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
     if tagger.task.kind == "classification":
+        if seen_in is not None:
+            raise ZhnerError("--seen-in scores entity mentions; this is a classification model", model_dir)
         unknown = {s.label for s in corpus} - set(tagger.task.labels)
         if unknown:
             _echo_err(
@@ -253,6 +277,9 @@ def evaluate(
     type_map = tagger.config.data.type_map
     if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
         corpus = map_types(corpus, type_map)
+    seen = _seen_corpus(seen_in, tagger.featurizer.unit) if seen_in is not None else None
+    if seen is not None and type_map and seen.types() and seen.types() <= set(type_map):
+        seen = map_types(seen, type_map)
     labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
     unknown = corpus.types() - labels
     if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
@@ -260,7 +287,7 @@ def evaluate(
             f"warning: {corpus.path}: entity types {', '.join(sorted(unknown))} are not among the model's labels "
             f"({', '.join(sorted(labels))}); their entities all count as missed"
         )
-    typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
+    typer.echo(json.dumps(tagger.evaluate(corpus, batch_size, seen_in=seen), ensure_ascii=False, indent=2))
 
 
 @app.command()
@@ -430,6 +457,7 @@ def score(
     pred: Path = typer.Argument(..., help="predicted tag file, same sentences"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     scheme: Optional[str] = typer.Option(None, help="bio / bioes / bmes (default: detected from GOLD)"),
+    seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
 ) -> None:
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc."""
     from zhner.data.schemes import SCHEMES
@@ -437,7 +465,8 @@ def score(
 
     if scheme is not None and scheme not in SCHEMES:
         raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
-    result = score_files(gold, pred, scheme=scheme)
+    seen = _seen_corpus(seen_in) if seen_in is not None else None
+    result = score_files(gold, pred, scheme=scheme, seen_in=seen)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
 
 

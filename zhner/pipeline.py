@@ -25,6 +25,7 @@ from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
 from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import known_mentions
 from zhner.fileio import atomic_write_text
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
@@ -197,10 +198,15 @@ class Pipeline:
     def _empty(self) -> Any:
         return []
 
-    def evaluate(self, corpus: Corpus, batch_size: int = 64) -> dict:
+    def evaluate(self, corpus: Corpus, batch_size: int = 64, seen_in: Corpus | None = None) -> dict:
         """Score on a labelled corpus with the task's scorer (tagging: strict + lenient span P/R/F1 in percent, per
-        type, Span F, Type Acc; classification: accuracy, MCC, macro-F1, F0.5, per label)."""
+        type, Span F, Type Acc; classification: accuracy, MCC, macro-F1, F0.5, per label). `seen_in` (tagging only):
+        the training corpus, to score mentions seen in it apart from unseen ones (`NERScorer.count_seen`)."""
         scorer = self.task.scorer()
+        if seen_in is not None:
+            if self.task.kind != "tagging":
+                raise ZhnerError("seen / unseen mentions are scored for tagging models only", seen_in.path)
+            scorer.count_seen(known_mentions(seen_in))
         for example, predicted in zip(corpus.sentences, self.predictions(corpus.sentences, batch_size)):
             scorer.add_example(example, predicted, corpus.scheme)
         return scorer.result()

@@ -79,7 +79,7 @@ class TaggingScorer(NERScorer):
 
     def add_example(self, example: Example, predicted: Sequence[str], scheme: str) -> None:
         gold = list(example.tags or [])
-        self.add(gold if scheme == self.scheme else convert_tags(gold, scheme, self.scheme), predicted)
+        self.add(gold if scheme == self.scheme else convert_tags(gold, scheme, self.scheme), predicted, example.tokens)
 
 
 class SentenceClassification:

@@ -1,4 +1,5 @@
-"""Entity-level NER metrics: exact-span P/R/F1 (strict and lenient decoding), per type, FLAT's span F, type accuracy.
+"""Entity-level NER metrics: exact-span P/R/F1 (strict and lenient decoding), per type, FLAT's span F, type accuracy,
+and (given a training corpus) P/R/F1 on mentions seen in it against unseen ones.
 
 A span is `(start, end, type)`, `end` exclusive (see `zhner.data.schemes`). Spans are compared sentence by
 sentence, so the same offsets in two sentences never match each other.
@@ -21,6 +22,7 @@ __all__ = [
     "PRF",
     "NERScorer",
     "format_report",
+    "known_mentions",
     "per_type_prf",
     "score_files",
     "span_f",
@@ -127,6 +129,21 @@ def type_accuracy(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]
     return _tally(gold, pred).type_accuracy()
 
 
+Mention = tuple[tuple[str, ...], str]  # (the entity's tokens, its type)
+
+
+def known_mentions(corpus: Corpus) -> frozenset[Mention]:
+    """The (tokens, type) of every gold entity of a labelled corpus, decoded strictly: what "seen in training" means
+    for `NERScorer.count_seen`."""
+    if corpus.scheme is None:
+        raise ZhnerError("holds no entity tags, so it cannot tell which mentions are seen", corpus.path)
+    return frozenset(
+        (tuple(s.tokens[start:end]), label)
+        for s in corpus.sentences
+        for start, end, label in tags_to_spans(s.tags or [], corpus.scheme, True)
+    )
+
+
 def _pct(x: float) -> float:
     return round(100 * x, 2)
 
@@ -152,18 +169,43 @@ class NERScorer:
         self.scheme = scheme
         self._strict = _Tally()
         self._lenient = _Tally()
+        self._known: frozenset[Mention] | None = None
+        self._seen = {"seen": _Tally(), "unseen": _Tally()}
 
-    def add(self, gold_tags: Sequence[str], pred_tags: Sequence[str]) -> None:
-        """Add one sentence's gold and predicted tags (same length, tags of this scheme)."""
+    def count_seen(self, known: frozenset[Mention]) -> None:
+        """Also score mentions seen in training (`known_mentions` of the train corpus) apart from unseen ones, strictly
+        decoded. A gold or predicted entity is seen when its exact tokens occurred with its type as a training entity;
+        an exact match is seen on both sides, so the two groups' counts add up to the micro ones. `add` then needs the
+        sentence's tokens."""
+        self._known = known
+
+    def add(self, gold_tags: Sequence[str], pred_tags: Sequence[str], tokens: Sequence[str] | None = None) -> None:
+        """Add one sentence's gold and predicted tags (same length, tags of this scheme); `tokens` (the sentence's)
+        only matter after `count_seen`."""
         if len(gold_tags) != len(pred_tags):
             raise ValueError(f"gold has {len(gold_tags)} tags but pred has {len(pred_tags)}")
         # A tag of another scheme (I- in BMES) would silently decode to nothing; refuse it instead.
         for tag in (*gold_tags, *pred_tags):
             check_tag(tag, self.scheme)
-        self._strict.update(tags_to_spans(gold_tags, self.scheme, True), tags_to_spans(pred_tags, self.scheme, True))
+        gold, pred = tags_to_spans(gold_tags, self.scheme, True), tags_to_spans(pred_tags, self.scheme, True)
+        self._strict.update(gold, pred)
         self._lenient.update(
             tags_to_spans(gold_tags, self.scheme, False), tags_to_spans(pred_tags, self.scheme, False)
         )
+        if self._known is not None:
+            self._add_seen(gold, pred, tokens)
+
+    def _add_seen(self, gold: list[Span], pred: list[Span], tokens: Sequence[str] | None) -> None:
+        if tokens is None:
+            raise ValueError("count_seen needs each sentence's tokens")
+        known = self._known
+
+        def seen(span: Span) -> bool:
+            start, end, label = span
+            return (tuple(tokens[start:end]), label) in known
+
+        for group, want in (("seen", True), ("unseen", False)):
+            self._seen[group].update([s for s in gold if seen(s) == want], [s for s in pred if seen(s) == want])
 
     def add_batch(self, gold_batch: Sequence[Sequence[str]], pred_batch: Sequence[Sequence[str]]) -> None:
         """`add` for each sentence of a batch."""
@@ -172,11 +214,13 @@ class NERScorer:
         for g, p in zip(gold_batch, pred_batch):
             self.add(g, p)
 
-    def add_spans(self, gold_spans: Sequence[Span], pred_spans: Sequence[Span]) -> None:
+    def add_spans(self, gold_spans: Sequence[Span], pred_spans: Sequence[Span], tokens: Sequence[str] | None = None) -> None:
         """Add one sentence given as spans (e.g. from a span-based model). Spans need no decoding, so they
         count the same in the strict and the lenient numbers."""
         self._strict.update(gold_spans, pred_spans)
         self._lenient.update(gold_spans, pred_spans)
+        if self._known is not None:
+            self._add_seen(list(gold_spans), list(pred_spans), tokens)
 
     def result(self) -> dict:
         """All metrics, p/r/f1/span_f/type_acc in percent rounded to 2 decimals.
@@ -200,6 +244,13 @@ class NERScorer:
             "n_sentences": strict.n_sentences,
             "n_gold": strict.n_gold,
             "n_pred": strict.n_pred,
+            **({"seen": self._seen_result()} if self._known is not None else {}),
+        }
+
+    def _seen_result(self) -> dict[str, dict]:
+        return {
+            group: {**_pct_prf(tally.prf()), "n_gold": tally.n_gold, "n_pred": tally.n_pred}
+            for group, tally in self._seen.items()
         }
 
 
@@ -236,9 +287,14 @@ def _check_aligned(gold: Corpus, pred: Corpus) -> None:
 
 
 def score_files(
-    gold_path: str | Path, pred_path: str | Path, scheme: str | None = None, fmt: str = "auto"
+    gold_path: str | Path,
+    pred_path: str | Path,
+    scheme: str | None = None,
+    fmt: str = "auto",
+    seen_in: Corpus | None = None,
 ) -> dict:
-    """Score a predicted corpus file against a gold one; returns `NERScorer.result()`.
+    """Score a predicted corpus file against a gold one; returns `NERScorer.result()`, with the seen / unseen split
+    when `seen_in` (the training corpus) is given.
 
     Both files are read with `read_corpus` (labelled, `fmt` for both, grammar not enforced: malformed
     sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold;
@@ -250,8 +306,10 @@ def score_files(
     pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True)
     _check_aligned(gold, pred)
     scorer = NERScorer(gold.scheme)
+    if seen_in is not None:
+        scorer.count_seen(known_mentions(seen_in))
     for g, p in zip(gold.sentences, pred.sentences):
-        scorer.add(g.tags or [], p.tags or [])
+        scorer.add(g.tags or [], p.tags or [], g.tokens)
     return scorer.result()
 
 
@@ -277,6 +335,9 @@ def format_report(result: dict) -> str:
     if lenient_types:
         lines += ["-" * len(header), "lenient, per type:"]
         lines += [row(t, m, m["support"]) for t, m in lenient_types.items()]
+    if "seen" in result:
+        lines += ["-" * len(header), "strict, by whether the mention is seen in training:"]
+        lines += [row(group, m, m["n_gold"]) for group, m in result["seen"].items()]
     lines += [
         "",
         f"span F (boundaries only): {result['span_f']:.2f}",
