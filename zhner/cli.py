@@ -189,7 +189,7 @@ def gates(
     rows: dict[str, list[float]] = {}
     for model_dir in model_dirs:
         pipeline = zhner.load(model_dir)
-        corpus = _corpus_for(data, pipeline) if data else _own_dev(pipeline)
+        corpus = _corpus_for(data, pipeline.featurizer.unit) if data else _own_dev(pipeline)
         rows[str(model_dir)] = gate_means(pipeline, corpus.sentences, batch_size)
         typer.echo(f"{model_dir}\t" + "\t".join(f"{g:.3f}" for g in rows[str(model_dir)]))
     if output is not None:
@@ -206,8 +206,8 @@ def _own_dev(pipeline):
     return load_splits(pipeline.config)[0]["dev"]
 
 
-def _corpus_for(data: str, pipeline):
-    """DATASET[:SPLIT] (default split test) or a corpus file, read in the model's token unit."""
+def _corpus_for(data: str, unit: str = "char", default_split: str = "test"):
+    """DATASET[:SPLIT] (default split `default_split`) or a corpus file, read in the given token unit (a model's)."""
     from zhner.data.catalogue import DATASETS, SPLITS
     from zhner.data.corpus import read_corpus
     from zhner.data.registry import load_dataset
@@ -217,23 +217,18 @@ def _corpus_for(data: str, pipeline):
         if split and split not in SPLITS:
             expected = ", ".join(f"{name}:{s}" for s in SPLITS)
             raise ZhnerError(f"unknown split {split!r}; expected one of {expected}", data)
-        return load_dataset(name)[split or "test"]
-    return read_corpus(data, unit=pipeline.featurizer.unit)
-
-
-def _seen_corpus(data: str, unit: str = "char"):
-    """--seen-in: a dataset name (its train split; NAME:SPLIT for another) or a labelled corpus file."""
-    from zhner.data.catalogue import DATASETS
-    from zhner.data.corpus import read_corpus
-    from zhner.data.registry import load_dataset
-
-    name, _, split = data.partition(":")
-    if not Path(data).exists() and name in DATASETS:
-        splits = load_dataset(name)
-        if split and split not in splits:
-            raise ZhnerError(f"unknown split {split!r}; expected one of {', '.join(f'{name}:{s}' for s in splits)}", data)
-        return splits[split or "train"]
+        return load_dataset(name)[split or default_split]
     return read_corpus(data, unit=unit)
+
+
+def _in_model_types(corpus, type_map: dict | None):
+    """A corpus in the source types a model was trained on (data.type_map, e.g. MSRA's NR/NS/NT), mapped to its types;
+    any other corpus as it is."""
+    from zhner.data.corpus import map_types
+
+    if type_map and corpus.types() and corpus.types() <= set(type_map):
+        return map_types(corpus, type_map)
+    return corpus
 
 
 SEEN_IN_HELP = (
@@ -253,13 +248,12 @@ def evaluate(
     """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
     MCC / macro-F1 / F0.5 for a classifier."""
     import zhner
-    from zhner.data.corpus import map_types
     from zhner.data.schemes import split_tag
 
     torch_device = _device(device)
     tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
-    corpus = _corpus_for(data, tagger)
+    corpus = _corpus_for(data, tagger.featurizer.unit)
     if (corpus.scheme is None) != (tagger.task.kind == "classification"):
         what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
         raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
@@ -275,11 +269,10 @@ def evaluate(
         typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
         return
     type_map = tagger.config.data.type_map
-    if type_map and corpus.types() and corpus.types() <= set(type_map):  # data in the source types the model was trained on
-        corpus = map_types(corpus, type_map)
-    seen = _seen_corpus(seen_in, tagger.featurizer.unit) if seen_in is not None else None
-    if seen is not None and type_map and seen.types() and seen.types() <= set(type_map):
-        seen = map_types(seen, type_map)
+    corpus = _in_model_types(corpus, type_map)
+    seen = None
+    if seen_in is not None:
+        seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), type_map)
     labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
     unknown = corpus.types() - labels
     if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
@@ -465,7 +458,7 @@ def score(
 
     if scheme is not None and scheme not in SCHEMES:
         raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
-    seen = _seen_corpus(seen_in) if seen_in is not None else None
+    seen = _corpus_for(seen_in, default_split="train") if seen_in is not None else None
     result = score_files(gold, pred, scheme=scheme, seen_in=seen)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
 

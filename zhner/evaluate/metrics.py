@@ -195,7 +195,7 @@ class NERScorer:
         if self._known is not None:
             self._add_seen(gold, pred, tokens)
 
-    def _add_seen(self, gold: list[Span], pred: list[Span], tokens: Sequence[str] | None) -> None:
+    def _add_seen(self, gold: Sequence[Span], pred: Sequence[Span], tokens: Sequence[str] | None) -> None:
         if tokens is None:
             raise ValueError("count_seen needs each sentence's tokens")
         known = self._known
@@ -220,7 +220,7 @@ class NERScorer:
         self._strict.update(gold_spans, pred_spans)
         self._lenient.update(gold_spans, pred_spans)
         if self._known is not None:
-            self._add_seen(list(gold_spans), list(pred_spans), tokens)
+            self._add_seen(gold_spans, pred_spans, tokens)
 
     def result(self) -> dict:
         """All metrics, p/r/f1/span_f/type_acc in percent rounded to 2 decimals.
