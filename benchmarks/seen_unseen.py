@@ -21,9 +21,8 @@ from zhner.fileio import atomic_write_text
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def score_model(model_dir: str, dataset: str, splits: list[str]) -> dict:
+def score_model(model_dir: str, corpora: dict, splits: list[str]) -> dict:
     tagger = zhner.load(model_dir)
-    corpora = load_dataset(dataset)
     type_map = tagger.config.data.type_map
     if type_map:  # a model trained on mapped types (the general model) is scored in them
         corpora = {k: map_types(c, type_map) if c.types() <= set(type_map) else c for k, c in corpora.items()}
@@ -61,12 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", required=True, help="writes benchmarks/results/seen_unseen_<name>.json")
     ap.add_argument("--note", default="", help="how the models were trained (commands, seeds, commits)")
     args = ap.parse_args(argv)
+    corpora = load_dataset(args.dataset)  # read once; map_types gives each model a mapped copy
     rows = {}
     for spec in args.models:
         label, sep, model_dir = spec.partition("=")
         if not sep:
             sys.exit(f"error: {spec!r}: expected LABEL=MODEL_DIR")
-        rows[label] = score_model(model_dir, args.dataset, args.splits)
+        rows[label] = score_model(model_dir, corpora, args.splits)
     command = "python benchmarks/seen_unseen.py " + " ".join(argv if argv is not None else sys.argv[1:])
     payload = {"name": args.name, "dataset": args.dataset, "command": command, "note": args.note, "models": rows}
     atomic_write_text(RESULTS / f"seen_unseen_{args.name}.json", json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
