@@ -45,6 +45,7 @@ from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
+from zhner.train.warm_start import copy_weights, load_source, source_task
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -116,6 +117,9 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         config = config.model_copy(update={"model": m.model_copy(update={"english_bert_config": english.config})})
         _translate(splits, config, log)
     task = make_task(splits, config)
+    source = load_source(config.train.init_from) if config.train.init_from else None
+    if source is not None:
+        task = source_task(source, task)
     featurizer = Featurizer.build(
         splits,
         fields_for(config.model, emb.bigrams, lexicon is not None, bert is not None),
@@ -151,6 +155,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         log(f"english bert {config.model.english_bert}: {english.config['num_hidden_layers']} layers x "
             f"{english.config['hidden_size']}, {len(english.vocab)} tokens, "
             + ("pretrained weights" if english.weights else "randomly initialised"))
+    if source is not None:
+        copy_weights(source, model, featurizer, log)
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
         f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
