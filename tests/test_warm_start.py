@@ -49,8 +49,11 @@ def test_other_data_keeps_shared_rows_and_the_models_labels(source):
     assert run.tagger.task.labels == model.task.labels
     mine, theirs = run.featurizer.chars, model.featurizer.chars
     new = [t for t in mine.itos if t not in theirs.stoi]
-    shared = [t for t in mine.itos if t in theirs.stoi]
-    assert new and shared
+    assert new and set(theirs.itos) <= set(mine.itos)  # the model's characters are all kept
+    shared = theirs.itos
+    # the run's own vocabulary first, with its ids, then the model's other characters
+    alone = prepare(tiny("data.max_train_sentences=120", f"data.type_map={type_map}"), lambda _: None).featurizer.chars
+    assert mine.itos[: len(alone)] == alone.itos and len(mine) == len(alone) + len(set(theirs.itos) - set(alone.itos))
     table, their_table = run.tagger.model.pretrained_tables()["chars"].weight, model.model.pretrained_tables()["chars"].weight
     for tok in shared:
         assert torch.equal(table[mine.stoi[tok]], their_table[theirs.stoi[tok]]), tok

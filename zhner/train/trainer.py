@@ -45,7 +45,7 @@ from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
-from zhner.train.warm_start import copy_weights, load_source, source_task
+from zhner.train.warm_start import copy_weights, extend_vocabularies, load_source, source_task
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -139,6 +139,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         english_lowercase=getattr(config.model, "english_lowercase", True),
         translator=getattr(config.model, "translator", None),
     )
+    if source is not None:
+        extend_vocabularies(featurizer, source)
     config = configured(config, featurizer)
     model = build_model(config, featurizer)
     _init_embeddings(model, featurizer, vectors, config, log)

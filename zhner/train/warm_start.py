@@ -5,8 +5,9 @@ trained model - the shipped general one, say - on another corpus. The new run ke
 model it takes
 - the labels: the data's entity types (or sentence labels) must be among the model's, and the run tags with the model's
   full label set, so every label-indexed weight (output layer, CRF) lines up;
-- the embedding rows of every token the two vocabularies share (characters, bigrams, lexicon words); tokens new to the
-  model keep the row the run gave them (its pretrained vector, or a random one);
+- its vocabularies (characters, bigrams, lexicon words), which the run's extend: the model's rows are kept, so a model
+  fine-tuned on a small corpus still knows every character it knew, and tokens new to the model keep the row the run
+  gave them (its pretrained vector, or a random one);
 - every other tensor as it is, which needs the same architecture: a tensor whose shape differs is an error naming it.
 """
 from __future__ import annotations
@@ -51,6 +52,18 @@ def source_task(source: Pipeline, task: Task) -> Task:
             "map its types onto the model's with data.type_map", FIELD
         )
     return theirs
+
+
+VOCABULARIES = ("chars", "bigrams", "words")
+
+
+def extend_vocabularies(featurizer: Featurizer, source: Pipeline) -> None:
+    """Add the model's tokens the run's vocabularies lack (after the run's own, so its ids stay as they are)."""
+    for name in VOCABULARIES:
+        ours, theirs = getattr(featurizer, name), getattr(source.featurizer, name)
+        if ours is not None and theirs is not None:
+            for token in theirs.itos:
+                ours.add(token)
 
 
 def copy_weights(source: Pipeline, model: torch.nn.Module, featurizer: Featurizer, log: Callable[[str], None]) -> None:
