@@ -89,3 +89,19 @@ def test_cli_reports_a_missing_model_directory(tmp_path, shared_data):
     assert "no such model directory" in proc.stderr and str(missing) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_lattice_model_keeps_every_table_row(tmp_path, shared_data):
+    """FLAT: characters, bigrams and lexicon words all extend the model's vocabularies and keep its rows."""
+    base = ["model.heads=2", "model.head_dim=8", "data.max_eval_sentences=8", "train.batch_size=10", "train.epochs=1"]
+    flat = lambda *extra: load_config(resolve_config("flat_resume"), base + list(extra))  # noqa: E731
+    train(flat("data.max_train_sentences=40"), tmp_path, log=lambda _: None)
+    model = Tagger.load(tmp_path)
+    run = prepare(flat("data.max_train_sentences=100", f"train.init_from={tmp_path}"), lambda _: None)
+    ours, theirs = run.tagger.model.pretrained_tables(), model.model.pretrained_tables()
+    assert set(ours) == set(theirs) == {"chars", "bigrams", "words"}
+    for name in ours:
+        mine, their_vocab = getattr(run.featurizer, name), getattr(model.featurizer, name)
+        assert len(mine) > len(their_vocab), name  # more sentences, more tokens
+        rows = torch.tensor([mine.stoi[t] for t in their_vocab.itos])
+        assert torch.equal(ours[name].weight[rows], theirs[name].weight), name
