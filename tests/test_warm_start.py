@@ -10,9 +10,10 @@ from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
-from zhner.tasks import SpanTagging
+from zhner.data.corpus import Corpus, Example
+from zhner.tasks import SentenceClassification, SpanTagging
 from zhner.train.trainer import prepare, train
-from zhner.train.warm_start import source_task
+from zhner.train.warm_start import fit_scheme, source_task
 
 TEXTS = ["张三，男，汉族，1965年出生，本科学历。", "北京大学毕业，现任中国银行行长。"]
 RESUME_TYPES = ["CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"]
@@ -60,15 +61,47 @@ def test_other_data_keeps_shared_rows_and_the_models_labels(source):
     assert not any(torch.equal(table[mine.stoi[new[0]]], row) for row in their_table)
 
 
-def test_labels_must_fit_the_model():
-    class Source:
-        task = SpanTagging(["O", "B-PER", "I-PER"], "bio")
+def test_labels_the_model_knows_keep_their_rows(source):
+    model = Tagger.load(source)
+    # NAME renamed PER (new to the model), ORG kept, the rest dropped: the data's labels are not a subset of the model's
+    type_map = "{" + ", ".join(f"{t}: {dict(NAME='PER', ORG='ORG').get(t, 'null')}" for t in RESUME_TYPES) + "}"
+    logged = []
+    # trained with the CRF's constraints, which the model was not: its masks must be this run's
+    run = prepare(tiny(f"train.init_from={source}", f"data.type_map={type_map}", "model.crf_constraints=true"), logged.append)
+    labels = run.tagger.task.labels
+    assert set(labels) == {"O"} | {f"{p}-{t}" for p in "BMES" for t in ("PER", "ORG")}
+    assert any("5 of its 9 labels start from the model's weights" in line for line in logged), logged
+    ours, theirs = run.tagger.model.state_dict(), model.model.state_dict()
+    known = [lab for lab in labels if lab in model.task.index]
+    i = torch.tensor([labels.index(lab) for lab in known])
+    j = torch.tensor([model.task.index[lab] for lab in known])
+    assert torch.equal(ours["out.weight"][i], theirs["out.weight"][j])
+    assert torch.equal(ours["out.bias"][i], theirs["out.bias"][j])
+    assert torch.equal(ours["crf.start"][i], theirs["crf.start"][j])
+    assert torch.equal(ours["crf.transitions"][i][:, i], theirs["crf.transitions"][j][:, j])
+    new = labels.index("B-PER")
+    assert not any(torch.equal(ours["out.weight"][new], row) for row in theirs["out.weight"])
+    fresh = prepare(tiny(f"data.type_map={type_map}", "model.crf_constraints=true"), lambda _: None).tagger.model.state_dict()
+    assert not bool(ours["crf.trans_allowed"][labels.index("B-PER"), labels.index("E-ORG")])
+    for mask in ("crf.start_allowed", "crf.trans_allowed", "crf.end_allowed"):
+        assert torch.equal(ours[mask], fresh[mask]), mask
 
-    assert source_task(Source, SpanTagging(["O", "B-PER", "I-PER"], "bio")) is Source.task
-    with pytest.raises(ZhnerError, match="labels the model lacks \\(B-LOC, I-LOC\\).*type_map"):
-        source_task(Source, SpanTagging(["O", "B-LOC", "I-LOC", "B-PER", "I-PER"], "bio"))
-    with pytest.raises(ZhnerError, match="BIO.*BMES.*data.scheme"):
-        source_task(Source, SpanTagging(["O", "S-PER"], "bmes"))
+
+def test_tasks_and_schemes_against_the_model():
+    class Source:
+        task = SpanTagging(["O", "B-PER", "M-PER", "E-PER", "S-PER"], "bmes")
+
+    same = SpanTagging(["O", "B-PER", "M-PER", "E-PER", "S-PER"], "bmes")
+    assert source_task(Source, same, print) is Source.task
+    wider = SpanTagging(["O", "B-LOC", "M-LOC", "E-LOC", "S-LOC", "B-PER", "M-PER", "E-PER", "S-PER"], "bmes")
+    assert source_task(Source, wider, lambda _: None) is wider
+    with pytest.raises(ZhnerError, match="the model does tagging, this data is for classification"):
+        source_task(Source, SentenceClassification(["neg", "pos"]), print)
+    bio = Corpus([Example(tokens=list("张三在北京"), tags=["B-PER", "I-PER", "O", "B-LOC", "I-LOC"])], "bio", "x.bio")
+    logged = []
+    fitted = fit_scheme({"train": bio, "dev": bio, "test": bio}, Source, logged.append)
+    assert fitted["train"].scheme == "bmes" and fitted["dev"].sentences[0].tags == ["B-PER", "E-PER", "O", "B-LOC", "E-LOC"]
+    assert logged == ["train.init_from: the data's BIO tags read as BMES, the model's scheme"]
 
 
 def test_another_architecture_is_an_error_naming_the_tensor(source):

@@ -146,6 +146,15 @@ class SequenceTagger(nn.Module):
         """Embedding tables the trainer fills from pretrained vectors, keyed by vocabulary ("chars", "bigrams", ...)."""
         return self.embed.tables()
 
+    def label_indexed(self) -> dict[str, tuple[int, ...]]:
+        """State-dict entries indexed by tag -> the dimensions that are (train.init_from matches their rows by tag).
+        The CRF's *_allowed masks are rebuilt from the config's labels, never taken from another model."""
+        dims = {"out.weight": (0,), "out.bias": (0,)}
+        if self.crf is not None:
+            dims |= {"crf.transitions": (0, 1), "crf.start": (0,), "crf.end": (0,)}
+            dims |= {f"crf.{name}_allowed": () for name in ("start", "trans", "end")}
+        return dims
+
     def bert_encoder(self) -> nn.Module | None:
         """The BERT module pretrained weights are loaded into (zhner.nn.bert.BertCharFeatures), if the model has one."""
         return getattr(getattr(self, "embed", None), "bert", None)
@@ -192,6 +201,10 @@ class SequenceClassifier(nn.Module):
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
         return {}
+
+    def label_indexed(self) -> dict[str, tuple[int, ...]]:
+        """State-dict entries indexed by label -> the dimensions that are (see SequenceTagger.label_indexed)."""
+        return {"out.weight": (0,), "out.bias": (0,)}
 
     def inference_bytes(self, length: int) -> int:
         return 0

@@ -45,7 +45,7 @@ from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
-from zhner.train.warm_start import copy_weights, extend_vocabularies, load_source, source_task
+from zhner.train.warm_start import copy_weights, extend_vocabularies, fit_scheme, load_source, source_task
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
 
@@ -116,10 +116,12 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         english = load_bert(m.english_bert, m.english_weights, m.english_shape, where="model.english_bert")
         config = config.model_copy(update={"model": m.model_copy(update={"english_bert_config": english.config})})
         _translate(splits, config, log)
-    task = make_task(splits, config)
     source = load_source(config.train.init_from) if config.train.init_from else None
     if source is not None:
-        task = source_task(source, task)
+        splits = fit_scheme(splits, source, log)
+    task = make_task(splits, config)
+    if source is not None:
+        task = source_task(source, task, log)
     featurizer = Featurizer.build(
         splits,
         fields_for(config.model, emb.bigrams, lexicon is not None, bert is not None),
@@ -158,7 +160,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
             f"{english.config['hidden_size']}, {len(english.vocab)} tokens, "
             + ("pretrained weights" if english.weights else "randomly initialised"))
     if source is not None:
-        copy_weights(source, model, featurizer, log)
+        copy_weights(source, model, featurizer, task, log)
     names = " + ".join([config.data.dataset, *(p.dataset for p in config.data.union)])
     log(
         f"data {names}: train {len(splits['train'])} / dev {len(splits['dev'])} / test {len(splits['test'])} "
