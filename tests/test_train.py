@@ -73,6 +73,25 @@ def test_tagger_roundtrip_and_offsets(trained):
     assert result["strict"] == json.loads((out / "metrics.json").read_text())["test"]["strict"]
 
 
+def test_a_model_saved_with_a_retired_train_field_loads(trained, tmp_path):
+    """Runs saved while train.ema existed (weight averaging, since removed) still load: how a model was trained does
+    not change how it predicts. A config for training still rejects the field."""
+    import shutil
+
+    import yaml
+
+    out, _ = trained
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    raw = yaml.safe_load((old / "config.yaml").read_text(encoding="utf-8"))
+    raw["train"]["ema"] = 0.995
+    (old / "config.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    texts = ["张三，男，汉族，1965年出生，本科学历。"]
+    assert Tagger.load(old).predict(texts) == Tagger.load(out).predict(texts)
+    with pytest.raises(ZhnerError, match="train.ema: Extra inputs are not permitted"):
+        load_config(old / "config.yaml")
+
+
 def test_long_text_is_split_not_truncated(trained):
     out, _ = trained
     tagger = Tagger.load(out)

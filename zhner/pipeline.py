@@ -85,6 +85,10 @@ def run_in_batches(
     return out  # type: ignore[return-value]
 
 
+# train fields of older zhner versions, dropped when a saved model is loaded (ema: weight averaging, measured and removed)
+RETIRED_TRAIN_FIELDS = ("ema",)
+
+
 class Pipeline:
     kind = ""  # the task kind a subclass runs
 
@@ -142,6 +146,9 @@ class Pipeline:
         raw = read_yaml(directory / CONFIG)
         if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
             raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
+        if isinstance(raw.get("train"), dict):
+            for name in RETIRED_TRAIN_FIELDS:  # how a model was trained does not change how it predicts
+                raw["train"].pop(name, None)
         config = config_from_dict(raw, str(directory / CONFIG))
         try:
             vocab = Featurizer.upgrade(read_json(directory / VOCAB))
