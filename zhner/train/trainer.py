@@ -68,10 +68,12 @@ def seed_everything(seed: int) -> None:
 
 
 def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
-    """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors."""
+    """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors (and the
+    whole model from a trained one with train.init_from)."""
     torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
     splits, parts = load_splits(config)
+    source = load_source(config.train.init_from) if config.train.init_from else None  # before the slow steps: fail early
     splits["train"], repaired = repair_tags(splits["train"]) if splits["train"].scheme else (splits["train"], [])
     if repaired:
         where = ", ".join(str(line) for line in repaired[:5]) + (", ..." if len(repaired) > 5 else "")
@@ -116,7 +118,6 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         english = load_bert(m.english_bert, m.english_weights, m.english_shape, where="model.english_bert")
         config = config.model_copy(update={"model": m.model_copy(update={"english_bert_config": english.config})})
         _translate(splits, config, log)
-    source = load_source(config.train.init_from) if config.train.init_from else None
     if source is not None:
         splits = fit_scheme(splits, source, log)
     task = make_task(splits, config)
