@@ -18,12 +18,11 @@ from pathlib import Path
 
 import torch
 
-from zhner.classifier import Classifier
+import zhner
 from zhner.data.corpus import Corpus, concat_corpora
 from zhner.errors import ZhnerError
 from zhner.models.inputs import Featurizer
 from zhner.pipeline import Pipeline
-from zhner.tagger import Tagger
 from zhner.tasks import Task
 
 FIELD = "train.init_from"
@@ -34,7 +33,7 @@ def load_source(directory: str | Path) -> Pipeline:
     directory = Path(directory)
     if not directory.is_dir():
         raise ZhnerError(f"{FIELD}: no such model directory", directory)
-    return (Tagger if Pipeline.task_kind(directory) == "tagging" else Classifier).load(directory)
+    return zhner.load(directory)
 
 
 def fit_scheme(splits: dict[str, Corpus], source: Pipeline, log: Callable[[str], None]) -> dict[str, Corpus]:
@@ -96,12 +95,8 @@ def copy_weights(
             if by_label[key]:  # a tensor of learnt scores per label; () marks one the config rebuilds (CRF masks)
                 _check_rows(theirs[key], tensor, key, skip=by_label[key])
                 _copy_indexed(tensor, theirs[key], label_pairs, by_label[key])
-        elif theirs[key].shape != tensor.shape:
-            raise ZhnerError(
-                f"{FIELD}: {key} is {list(theirs[key].shape)} in the model, {list(tensor.shape)} in this config; "
-                "train with the model's own config (its config.yaml) and change only data and train", FIELD
-            )
         else:
+            _check_rows(theirs[key], tensor, key, skip=())
             tensor.copy_(theirs[key])
     extra = sorted(set(theirs) - set(state))
     if extra:
@@ -114,7 +109,7 @@ def _pairs(tokens: list[str], source_index: dict[str, int]) -> list[tuple[int, i
 
 
 def _check_rows(source: torch.Tensor, target: torch.Tensor, key: str, skip: tuple[int, ...] = (0,)) -> None:
-    """The dimensions not indexed by token or label must agree."""
+    """The dimensions not indexed by token or label (`skip`; none for a tensor copied whole) must agree."""
     kept = [d for d in range(target.dim()) if d not in skip]
     if source.dim() != target.dim() or [source.shape[d] for d in kept] != [target.shape[d] for d in kept]:
         raise ZhnerError(
