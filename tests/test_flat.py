@@ -206,7 +206,8 @@ def test_compat_preset_fills_release_values():
     assert cfg.crf_init == "zero" and cfg.crf_constraints is False and cfg.constrained_decoding is False
     assert FLATConfig(preset="compat", scaled=True).scaled is True  # an explicit value wins over the preset
     default = FLATConfig()
-    assert (default.residual, default.scaled, default.project_k, default.out_proj) == (True,) * 4
+    # the release's attention (unscaled, K unprojected, no output projection) with a real residual
+    assert (default.residual, default.scaled, default.project_k, default.out_proj) == (True, False, False, False)
     # the release's CRF training, decoded well-formed
     assert (default.crf_init, default.crf_constraints, default.constrained_decoding) == ("zero", False, True)
     # through the run config, and back from its dump
