@@ -1,6 +1,8 @@
 """Saved model directories keep loading: the state_dict keys (and shapes) of FLAT, ATSSA, NFLAT and TENER built from the
 shipped configs equal the ones recorded in state_dict_keys.json, written from the code before zhner/nn/span_position.py
-was split out of flat_attention.py and the two encoder layer classes became one (zhner/nn/encoder.py, `EncoderLayer`)."""
+was split out of flat_attention.py and the two encoder layer classes became one (zhner/nn/encoder.py, `EncoderLayer`).
+The FLAT entries recorded before the default preset took the release's attention set the textbook attention explicitly,
+as the model directories saved then do in their config.yaml; flat_compat has the release's attention's keys."""
 import json
 
 import pytest
