@@ -68,7 +68,7 @@ class FLATConfig(ModelConfig):
     mld: bool = False  # mask attention between spans more than 10 characters apart (FLAT_mld)
     residual: bool = True  # False (compat): LayerNorm(2 * sublayer), the release's missing residual
     # The release's attention: no 1/sqrt(head_dim), K the layer input, no output projection. Measured above the textbook
-    # form (all three True) at the release's 50 epochs on Resume (3 seeds) and Weibo (5 seeds); README, "Accuracy
+    # form (all three True) at the release's 50 epochs on Resume and Weibo (5 seeds each); README, "Accuracy
     # findings".
     scaled: bool = False
     project_k: bool = False
