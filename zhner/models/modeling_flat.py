@@ -67,9 +67,9 @@ class FLATConfig(ModelConfig):
     msm: bool = False  # mask attention from characters to their self-matched words (Table 2, FLAT_msm)
     mld: bool = False  # mask attention between spans more than 10 characters apart (FLAT_mld)
     residual: bool = True  # False (compat): LayerNorm(2 * sublayer), the release's missing residual
-    # The release's attention: no 1/sqrt(head_dim), K the layer input, no output projection. Measured above the textbook
-    # form (all three True) at the release's 50 epochs on Resume and Weibo (5 seeds each); README, "Accuracy
-    # findings".
+    # The release's attention: no 1/sqrt(head_dim), K the layer input, no output projection. Ahead of the textbook form
+    # (all three True) in the mean at the release's 50 epochs on Resume and Weibo (5 seeds each), significant on neither;
+    # README, "Accuracy findings".
     scaled: bool = False
     project_k: bool = False
     out_proj: bool = False
