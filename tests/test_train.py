@@ -124,10 +124,11 @@ def test_corrupt_model_directories(trained, tmp_path):
         Tagger.load(tmp_path / "nothing")
 
 
-def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data):
+@pytest.mark.parametrize("extra", [[], ["train.average_epochs=0.5"]], ids=["last-weights", "averaged"])
+def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data, extra):
     """Kill a training process mid-epoch (SIGKILL, after its first checkpoint); resuming must end exactly where
-    an uninterrupted run ends."""
-    overrides = TINY_TENER + ["train.epochs=2", "train.checkpoint_every=2", "data.max_train_sentences=96"]
+    an uninterrupted run ends (with weight averaging too: the average is part of the checkpoint)."""
+    overrides = TINY_TENER + ["train.epochs=2", "train.checkpoint_every=2", "data.max_train_sentences=96"] + extra
     reference = tmp_path / "reference"
     train(load_config(resolve_config("tener_resume"), overrides), reference, log=lambda _: None)
 
@@ -172,7 +173,7 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     state = {"epoch": 0, "batch": 1, "step": 1, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
-    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config)
+    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
     other = load_config(resolve_config("tener_resume"), overrides + ["train.lr=0.5"])
     with pytest.raises(ZhnerError, match="different config"):
         train(other, tmp_path, log=lambda _: None)

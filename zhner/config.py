@@ -89,6 +89,9 @@ class TrainConfig(_Section):
     decay: float = Field(0.05, ge=0)
     clip_value: float | None = Field(5.0, gt=0)
     clip_norm: float | None = Field(None, gt=0)
+    # evaluate and save a moving average of the weights over about this many epochs (train/averaging.py); null: the
+    # last step's weights
+    average_epochs: float | None = Field(None, gt=0)
     init_from: str | None = None  # a model directory to start from: its labels and weights (zhner.train.warm_start)
     patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
     seed: int = 42

@@ -17,6 +17,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
+from zhner.train.averaging import WeightAverage
 from zhner.train.warm_start import copy_weights, extend_vocabularies, fit_scheme, load_source, source_task
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
@@ -432,6 +434,7 @@ def train(
     steps_per_epoch = len(epoch_batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
+    average = WeightAverage(model, tc.average_epochs * steps_per_epoch) if tc.average_epochs else None
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": float("-inf"), "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
@@ -440,7 +443,7 @@ def train(
         if ctx.is_main:
             ckpt_path.unlink()
     if ckpt_path.exists() and not overwrite:
-        state = _restore(ckpt_path, model, optimizer, scheduler, config)
+        state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
             _trim_log(out_dir / LOG, state["epoch"])
@@ -473,6 +476,8 @@ def train(
             batch = _to(featurizer.collate([train_items[i] for i in part]), ctx.device)
             loss = train_step(step_model, optimizer, batch, tc, scale)
             scheduler.step()
+            if average:
+                average.update()
             real = len(part) if scale else 0  # a borrowed sentence (weight 0) does not count
             loss_sum += loss.item() * real
             n_sent += real
@@ -484,7 +489,7 @@ def train(
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
                 state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
-                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
+                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
         bar.close()
         train_seconds = time.perf_counter() - t0
         loss_sum, n_sent = distributed.sum_over_processes([loss_sum, n_sent], ctx)
@@ -494,31 +499,33 @@ def train(
                 break
             continue
 
-        dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
-        record = {
-            "epoch": epoch + 1,
-            "step": state["step"],
-            "lr": optimizer.param_groups[0]["lr"],
-            "train_loss": loss_sum / max(1, n_sent),
-            "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
-            dev_label: tagger.task.headline(dev),
-        }
-        score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
-        if score > state["best_f1"]:
-            test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
-            state.update(best_f1=score, best_epoch=epoch + 1, bad_epochs=0)
-            state["best"] = {"dev": dev, "test": test}
-            if run.parts:  # a union: each corpus's own test score too
-                state["best"]["test_per_corpus"] = {
-                    name: tagger.task.headline(tagger.evaluate(splits["test"], tc.eval_batch_size))
-                    for name, splits in run.parts.items()
-                }
-            record["test"] = tagger.task.headline(test)
-            tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
-            tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
-            lexicon_saved = True
-        else:
-            state["bad_epochs"] += 1
+        # with weight averaging, the average is what is evaluated and saved; training goes on from the last step
+        with average.applied() if average else nullcontext():
+            dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
+            record = {
+                "epoch": epoch + 1,
+                "step": state["step"],
+                "lr": optimizer.param_groups[0]["lr"],
+                "train_loss": loss_sum / max(1, n_sent),
+                "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+                dev_label: tagger.task.headline(dev),
+            }
+            score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
+            if score > state["best_f1"]:
+                test = tagger.evaluate(run.splits["test"], tc.eval_batch_size)
+                state.update(best_f1=score, best_epoch=epoch + 1, bad_epochs=0)
+                state["best"] = {"dev": dev, "test": test}
+                if run.parts:  # a union: each corpus's own test score too
+                    state["best"]["test_per_corpus"] = {
+                        name: tagger.task.headline(tagger.evaluate(splits["test"], tc.eval_batch_size))
+                        for name, splits in run.parts.items()
+                    }
+                record["test"] = tagger.task.headline(test)
+                tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
+                tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
+                lexicon_saved = True
+            else:
+                state["bad_epochs"] += 1
         record["best_epoch"] = state["best_epoch"]
         record["seconds"] = round(time.perf_counter() - started, 2)
         warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label) if tagger.task.kind == "tagging" else None
@@ -538,7 +545,7 @@ def train(
             stop_reason = "time_budget"
         if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
             # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
-            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config)
+            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
         if distributed.agree(stop_reason != "completed", ctx):
             break
 
@@ -599,7 +606,9 @@ def _metrics(config: Config, task: Task, state: dict, started: float, status: st
     }
 
 
-def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict, config: Config) -> None:
+def _save_checkpoint(
+    path: Path, model, optimizer, scheduler, state: dict, config: Config, average: WeightAverage | None
+) -> None:
     payload = {
         "config": dump_config(config),
         "model": model.state_dict(),
@@ -607,13 +616,14 @@ def _save_checkpoint(path: Path, model, optimizer, scheduler, state: dict, confi
         "scheduler": scheduler.state_dict(),
         "state": state,
         "rng": torch.get_rng_state(),
+        "average": average.state_dict() if average else None,
     }
     tmp = path.with_name(path.name + ".partial")
     torch.save(payload, tmp)
     os.replace(tmp, path)
 
 
-def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
+def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
     try:
         payload = torch.load(path, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
@@ -627,6 +637,8 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config) -> dict:
         model.load_state_dict(payload["model"])
         _load_optimizer_state(optimizer, payload["optimizer"])
         scheduler.load_state_dict(payload["scheduler"])
+        if average:
+            average.load_state_dict(payload["average"])
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     torch.set_rng_state(payload["rng"])
