@@ -1,6 +1,4 @@
 """Weight averaging (train.average_epochs): the arithmetic, the swap, and that the saved model is the evaluated average."""
-import json
-
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -60,18 +58,31 @@ def test_applied_swaps_the_average_in_and_back_out():
         WeightAverage(torch.nn.Linear(3, 3), horizon=10).load_state_dict(saved)
 
 
-def test_training_saves_the_averaged_weights_it_evaluated(tmp_path, shared_data):
-    overrides = TINY_TENER + ["train.epochs=2", "train.average_epochs=1"]
-    config = load_config(resolve_config("tener_resume"), overrides)
-    metrics = train(config, tmp_path / "avg", log=lambda _: None)
-    plain = train(load_config(resolve_config("tener_resume"), TINY_TENER + ["train.epochs=2"]), tmp_path / "plain", log=lambda _: None)
-    averaged_w, plain_w = load_file(tmp_path / "avg" / "model.safetensors"), load_file(tmp_path / "plain" / "model.safetensors")
-    assert any(not torch.equal(averaged_w[k], plain_w[k]) for k in plain_w)  # same seed and data: only the average differs
+def test_the_average_is_what_is_evaluated_saved_and_checkpointed(tmp_path, shared_data, monkeypatch):
+    """A run stopped by its time budget after epoch 1 keeps its checkpoint: the weights evaluated at that epoch, the
+    saved model and the checkpoint's average are the same tensors, and they are not the trained weights."""
+    evaluated: list[dict[str, torch.Tensor]] = []
+    evaluate = Tagger.evaluate
 
-    # the saved model scores what the log says the selected epoch scored: the average is what was evaluated
-    tagger = Tagger.load(tmp_path / "avg")
-    dev = prepare(config, log=lambda _: None).splits["dev"]
-    assert tagger.task.select(tagger.evaluate(dev)) == metrics["dev"]["strict"]["f1"]
-    log = [json.loads(x) for x in (tmp_path / "avg" / "log.jsonl").read_text().splitlines()]
-    assert log[metrics["best_epoch"] - 1]["dev"]["f1_strict"] == metrics["dev"]["strict"]["f1"]
-    assert plain["status"] == metrics["status"] == "completed"
+    def recording(self, *args, **kwargs):
+        evaluated.append({n: p.detach().clone() for n, p in self.model.named_parameters()})
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Tagger, "evaluate", recording)
+    extra = ["train.epochs=3", "train.average_epochs=1", "train.max_minutes=0.0001"]
+    config = load_config(resolve_config("tener_resume"), TINY_TENER + extra)
+    metrics = train(config, tmp_path, log=lambda _: None)
+    assert metrics["status"] == "time_budget" and metrics["best_epoch"] == 1
+    assert len(evaluated) == 2  # dev, then test at the new best epoch
+
+    saved = load_file(tmp_path / "model.safetensors")
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    trained, average = checkpoint["model"], checkpoint["average"]["average"]
+    model = prepare(config, log=lambda _: None).tagger.model
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert len(trainable) == len(average) and checkpoint["average"]["updates"] > 1
+    for name, averaged in zip(trainable, average):
+        for weights in evaluated:
+            torch.testing.assert_close(weights[name], averaged, rtol=0, atol=0)
+        torch.testing.assert_close(saved[name], averaged, rtol=0, atol=0)
+    assert any(not torch.equal(trained[n], saved[n]) for n in trainable)  # training went on from its own weights

@@ -14,7 +14,9 @@ import torch
 
 
 class WeightAverage:
-    def __init__(self, model: torch.nn.Module, horizon: float):
+    """A running average of `model`'s trainable weights over about the last `horizon` optimiser steps."""
+
+    def __init__(self, model: torch.nn.Module, horizon: float) -> None:
         self.params = [p for p in model.parameters() if p.requires_grad]  # frozen weights never change
         self.average = [p.detach().clone() for p in self.params]
         self.horizon = max(1.0, horizon)
@@ -25,6 +27,7 @@ class WeightAverage:
         """Fold in the current weights: a running mean for the first `horizon` steps, then decay 1 - 1/horizon."""
         self.updates += 1
         weight = max(1.0 / self.horizon, 1.0 / self.updates)
+        # one fused call over every tensor, as torch.optim's own multi-tensor updates do
         torch._foreach_lerp_(self.average, [p.detach() for p in self.params], weight)
 
     @contextmanager
@@ -41,9 +44,11 @@ class WeightAverage:
             p.data, a.data = a.data, p.data
 
     def state_dict(self) -> dict:
+        """What a checkpoint keeps: the averaged tensors and how many steps they cover."""
         return {"average": self.average, "updates": self.updates}
 
     def load_state_dict(self, saved: dict) -> None:
+        """Put back a checkpoint's average; one of another model's shapes is a ValueError."""
         if len(saved["average"]) != len(self.average) or any(
             s.shape != a.shape for s, a in zip(saved["average"], self.average)
         ):

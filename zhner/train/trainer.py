@@ -476,7 +476,7 @@ def train(
             batch = _to(featurizer.collate([train_items[i] for i in part]), ctx.device)
             loss = train_step(step_model, optimizer, batch, tc, scale)
             scheduler.step()
-            if average:
+            if average is not None:
                 average.update()
             real = len(part) if scale else 0  # a borrowed sentence (weight 0) does not count
             loss_sum += loss.item() * real
@@ -500,7 +500,7 @@ def train(
             continue
 
         # with weight averaging, the average is what is evaluated and saved; training goes on from the last step
-        with average.applied() if average else nullcontext():
+        with average.applied() if average is not None else nullcontext():
             dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
             record = {
                 "epoch": epoch + 1,
@@ -616,7 +616,7 @@ def _save_checkpoint(
         "scheduler": scheduler.state_dict(),
         "state": state,
         "rng": torch.get_rng_state(),
-        "average": average.state_dict() if average else None,
+        "average": average.state_dict() if average is not None else None,
     }
     tmp = path.with_name(path.name + ".partial")
     torch.save(payload, tmp)
@@ -637,7 +637,7 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config, average: W
         model.load_state_dict(payload["model"])
         _load_optimizer_state(optimizer, payload["optimizer"])
         scheduler.load_state_dict(payload["scheduler"])
-        if average:
+        if average is not None:
             average.load_state_dict(payload["average"])
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
