@@ -34,8 +34,8 @@ SETTINGS = [o for o in TINY_TENER if not o.startswith(("data.max_train", "train.
 ]
 
 
-def _train(out, nproc, shared_env):
-    args = ["train", "tener_resume", "-o", str(out)] + [a for o in SETTINGS for a in ("--set", o)]
+def _train(out, nproc, shared_env, extra=()):
+    args = ["train", "tener_resume", "-o", str(out)] + [a for o in [*SETTINGS, *extra] for a in ("--set", o)]
     if nproc == 1:
         cmd = [sys.executable, "-m", "zhner.cli", *args]
     else:
@@ -44,12 +44,14 @@ def _train(out, nproc, shared_env):
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=shared_env, timeout=600)
 
 
-def test_two_processes_train_like_one(tmp_path, shared_data):
+# with weight averaging only process 0 keeps the average, and the model it saves is still the one-process model's
+@pytest.mark.parametrize("extra", [[], ["train.average_epochs=1"]], ids=["last-weights", "averaged"])
+def test_two_processes_train_like_one(tmp_path, shared_data, extra):
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
-    res1 = _train(one, 1, env)
+    res1 = _train(one, 1, env, extra)
     assert res1.returncode == 0, res1.stderr
-    res2 = _train(two, 2, env)
+    res2 = _train(two, 2, env, extra)
     assert res2.returncode == 0, res2.stderr
     assert "data parallel: 2 processes on cpu" in res2.stderr
     assert len(res2.stdout.strip().splitlines()) == 1  # only process 0 prints the summary

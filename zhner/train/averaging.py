@@ -27,8 +27,8 @@ class WeightAverage:
         """Fold in the current weights: a running mean for the first `horizon` steps, then decay 1 - 1/horizon."""
         self.updates += 1
         weight = max(1.0 / self.horizon, 1.0 / self.updates)
-        # one fused call over every tensor, as torch.optim's own multi-tensor updates do
-        torch._foreach_lerp_(self.average, [p.detach() for p in self.params], weight)
+        # one fused call over every tensor, as torch.optim's own multi-tensor updates do (no_grad: no detached copies)
+        torch._foreach_lerp_(self.average, self.params, weight)
 
     @contextmanager
     def applied(self) -> Iterator[None]:

@@ -434,7 +434,8 @@ def train(
     steps_per_epoch = len(epoch_batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
-    average = WeightAverage(model, tc.average_epochs * steps_per_epoch) if tc.average_epochs else None
+    # only process 0 evaluates and saves, so only it keeps the average
+    average = WeightAverage(model, tc.average_epochs * steps_per_epoch) if tc.average_epochs and ctx.is_main else None
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": float("-inf"), "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
