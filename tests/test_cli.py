@@ -1,5 +1,6 @@
 """The `zhner` command as a user runs it: exit codes, one-line errors, no tracebacks, JSON output."""
 import json
+import math
 import subprocess
 import sys
 
@@ -44,6 +45,29 @@ def test_score_cli(tmp_path):
     assert seen["seen"] == {"p": 100.0, "r": 100.0, "f1": 100.0, "n_gold": 1, "n_pred": 1}
     assert seen["unseen"] == {"p": 0.0, "r": 0.0, "f1": 0.0, "n_gold": 1, "n_pred": 0}
     assert_clean_error(zhner("score", gold, pred, "--seen-in", tmp_path / "missing.bmes"), "missing.bmes")
+
+
+def test_score_against_a_second_prediction(tmp_path):
+    """`score GOLD PRED --against PRED_B`: both files' F1 and the sentence-level randomization test between them."""
+    gold, pred, other = (tmp_path / f"{name}.bmes" for name in ("gold", "pred", "other"))
+    gold.write_text("张 B-PER\n三 E-PER\n在 O\n北 B-LOC\n京 E-LOC\n\n李 S-PER\n\n", encoding="utf-8")
+    pred.write_text("张 B-PER\n三 E-PER\n在 O\n北 B-LOC\n京 M-LOC\n\n李 S-PER\n\n", encoding="utf-8")
+    other.write_text("张 O\n三 O\n在 O\n北 B-LOC\n京 E-LOC\n\n李 O\n\n", encoding="utf-8")
+    res = zhner("score", gold, pred, "--against", other, "--json", "--resamples", "100")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    strict, lenient = out["strict"], out["lenient"]
+    assert strict["sentences"] == 2 and strict["resamples"] == 100
+    assert math.isclose(strict["f1_a"], 0.8) and math.isclose(strict["f1_b"], 0.5)  # 2tp/(pred+gold): 4/5, 2/4
+    assert math.isclose(lenient["f1_a"], 1.0) and math.isclose(lenient["diff"], 0.5)
+    assert 0 < strict["p"] <= 1
+    table = zhner("score", gold, pred, "--against", other)
+    assert table.returncode == 0 and "approximate randomization" in table.stdout and "+30.00" in table.stdout
+    assert_clean_error(zhner("score", gold, pred, "--against", tmp_path / "missing.bmes"), "missing.bmes")
+    short = tmp_path / "short.bmes"
+    short.write_text("张 O\n三 O\n在 O\n北 O\n京 O\n\n", encoding="utf-8")
+    assert_clean_error(zhner("score", gold, pred, "--against", short), "short.bmes", "sentence 2")
+    assert_clean_error(zhner("score", gold, pred, "--against", other, "--seen-in", gold), "--seen-in")
 
 
 @pytest.mark.parametrize(

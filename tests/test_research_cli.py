@@ -91,6 +91,25 @@ def test_compare_cli(swept):
     assert_clean_error(zhner("compare", out / "topk=3", out / "missing"), "no such run directory")
 
 
+def test_compare_two_models_sentence_by_sentence(swept):
+    """`compare A B --on DATA`: each model's F1 is what `evaluate` gives, with a randomization test between them."""
+    out, _ = swept
+    a, b = out / "topk=3" / "seed42", out / "topk=1" / "seed42"
+    res = zhner("compare", a, b, "--on", "resume:dev", "--resamples", "200", "--json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    for model, key in ((a, "f1_a"), (b, "f1_b")):
+        evaluated = json.loads(zhner("evaluate", model, "resume:dev").stdout)
+        assert round(100 * result["strict"][key], 2) == evaluated["strict"]["f1"]
+        assert round(100 * result["lenient"][key], 2) == evaluated["lenient"]["f1"]
+    assert result["strict"]["sentences"] == 463 and 0 < result["strict"]["p"] <= 1
+    itself = json.loads(zhner("compare", a, a, "--on", "resume:dev", "--resamples", "50", "--json").stdout)
+    assert itself["strict"]["diff"] == 0 and itself["strict"]["p"] == 1
+    table = zhner("compare", a, b, "--on", "resume:dev", "--resamples", "50")
+    assert table.returncode == 0 and "approximate randomization" in table.stdout
+    assert_clean_error(zhner("compare", out / "topk=3", b, "--on", "resume:dev"), "run set")
+
+
 def test_attention_cli(swept, tmp_path):
     out, _ = swept
     text = "腾讯联想"

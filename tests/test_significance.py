@@ -97,3 +97,78 @@ def test_read_runs_layouts_and_errors(tmp_path):
     (tmp_path / "bad" / "seeds.json").write_text(json.dumps([run(1, 80.0), run(1, 81.0)]), encoding="utf-8")
     with pytest.raises(ZhnerError, match="seed 1 appears twice"):
         read_runs(tmp_path / "bad")
+
+
+# -- two single runs: approximate randomization over sentences ---------------------------------------------------------
+
+
+def _random_counts(rng, n, quality):
+    """(tp, n_pred, n_gold) per sentence for a system that finds each gold entity with probability `quality`."""
+    counts = []
+    for _ in range(n):
+        gold = rng.randint(0, 3)
+        tp = sum(rng.random() < quality for _ in range(gold))
+        counts.append((tp, tp + rng.randint(0, 1), gold))
+    return counts
+
+
+def _f1(counts):
+    tp, pred, gold = (sum(c[i] for c in counts) for i in range(3))
+    return 2 * tp / (pred + gold) if pred + gold else 0.0
+
+
+def test_approximate_randomization_matches_exact_permutation_test():
+    """With 10 sentences every one of the 2^10 swap patterns can be enumerated: the exact p-value. The shuffled
+    estimate must land within its Monte-Carlo error of it."""
+    import itertools
+
+    from zhner.evaluate.significance import approximate_randomization
+
+    rng = random.Random(3)
+    a, b = _random_counts(rng, 10, 0.9), _random_counts(rng, 10, 0.5)
+    b = [(min(tp, g), p, g) for (tp, p, _), (_, _, g) in zip(b, a)]  # the same gold entities as a
+    observed = abs(_f1(a) - _f1(b))
+    extreme = 0
+    for swaps in itertools.product((False, True), repeat=10):
+        a2 = [y if s else x for x, y, s in zip(a, b, swaps)]
+        b2 = [x if s else y for x, y, s in zip(a, b, swaps)]
+        extreme += abs(_f1(a2) - _f1(b2)) >= observed - 1e-12
+    exact = extreme / 2**10
+    result = approximate_randomization(a, b, resamples=20_000, seed=1)
+    assert math.isclose(result["f1_a"], _f1(a)) and math.isclose(result["f1_b"], _f1(b))
+    assert math.isclose(result["diff"], _f1(a) - _f1(b))
+    assert 0.0 < exact < 1.0
+    assert abs(result["p"] - exact) < 4 * math.sqrt(exact * (1 - exact) / 20_000) + 1e-4
+
+
+def test_approximate_randomization_extremes_and_errors():
+    from zhner.evaluate.significance import approximate_randomization
+
+    rng = random.Random(4)
+    a = _random_counts(rng, 300, 0.9)
+    same = approximate_randomization(a, a, resamples=200)
+    assert same["diff"] == 0.0 and same["p"] == 1.0  # every shuffle ties the observed difference
+    nothing = [(0, 0, g) for _, _, g in a]  # a system that predicts no entity
+    far = approximate_randomization(a, nothing, resamples=999, seed=5)
+    assert far["f1_b"] == 0.0 and far["p"] == 1 / 1000  # no shuffle comes near: the smallest p 1000 shuffles give
+    assert approximate_randomization(a, nothing, resamples=999, seed=5) == far  # the seed fixes the shuffles
+    assert approximate_randomization(nothing, a, resamples=999, seed=5)["diff"] == -far["diff"]
+    with pytest.raises(ValueError, match="300 and 299 sentences"):
+        approximate_randomization(a, a[:-1])
+    with pytest.raises(ValueError, match="different gold"):
+        approximate_randomization(a, [(tp, p, g + 1) for tp, p, g in a])
+
+
+def test_sentence_counts_of_a_scorer():
+    from zhner.evaluate.metrics import NERScorer
+
+    scorer = NERScorer("bmes", per_sentence=True)
+    scorer.add(["B-PER", "E-PER", "O", "S-LOC"], ["B-PER", "E-PER", "O", "O"])
+    scorer.add(["O", "O"], ["S-ORG", "O"])
+    scorer.add(["B-LOC", "E-LOC"], ["M-LOC", "E-LOC"])  # an orphan M- starts the entity leniently, none strictly
+    assert scorer.sentence_counts("strict") == [(1, 1, 2), (0, 1, 0), (0, 0, 1)]
+    assert scorer.sentence_counts("lenient") == [(1, 1, 2), (0, 1, 0), (1, 1, 1)]
+    result = scorer.result()
+    assert result["n_gold"] == 3 and result["n_pred"] == 2  # the per-sentence counts add up to the micro ones
+    with pytest.raises(ValueError, match="per_sentence=True"):
+        NERScorer("bmes").sentence_counts()

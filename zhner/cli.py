@@ -129,14 +129,47 @@ def sweep(
 def compare(
     runs_a: Path = typer.Argument(..., help="run set A: a --seeds directory (seeds.json or seed*/), or one run"),
     runs_b: Path = typer.Argument(..., help="run set B, paired with A by seed number"),
+    on: Optional[str] = typer.Option(
+        None, "--on", help="compare two single trained taggers sentence by sentence on this labelled data (a corpus "
+        "file, or a dataset name: its test split; NAME:dev for dev) instead of over seeds"
+    ),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="with --on: shuffles of the randomization test"),
+    seed: int = typer.Option(0, "--seed", help="with --on: the shuffles' random seed"),
+    batch_size: int = typer.Option(64, min=1),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
-    """Mean ± std of each metric over seeds and a two-sided paired t-test (A - B) over the seeds both sets have."""
+    """Mean ± std of each metric over seeds and a two-sided paired t-test (A - B) over the seeds both sets have. With
+    --on: two single models, strict and lenient F1 on that data, and a paired approximate randomization test over its
+    sentences (whether these two models differ there; the seed test is the one that says whether a recipe is better)."""
     from zhner.evaluate.significance import compare as compare_runs
-    from zhner.evaluate.significance import format_comparison, read_runs
+    from zhner.evaluate.significance import compare_sentences, format_comparison, format_sentence_comparison, read_runs
 
-    result = compare_runs(read_runs(runs_a), read_runs(runs_b))
-    typer.echo(json.dumps(result, ensure_ascii=False, indent=2) if as_json else format_comparison(result, str(runs_a), str(runs_b)))
+    if on is None:
+        result = compare_runs(read_runs(runs_a), read_runs(runs_b))
+        typer.echo(json.dumps(result, ensure_ascii=False, indent=2) if as_json else format_comparison(result, str(runs_a), str(runs_b)))
+        return
+    scorers = [_sentence_scorer(model_dir, on, batch_size) for model_dir in (runs_a, runs_b)]
+    result = compare_sentences(*scorers, resamples=resamples, seed=seed)
+    result = {"a": str(runs_a), "b": str(runs_b), "data": on, **result}
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        typer.echo(format_sentence_comparison({k: result[k] for k in ("strict", "lenient")}, str(runs_a), str(runs_b)))
+
+
+def _sentence_scorer(model_dir: Path, data: str, batch_size: int):
+    """A tagger's scorer on labelled data with each sentence's counts kept (`zhner compare --on`)."""
+    import zhner
+
+    if not (model_dir / "config.yaml").is_file() and any(model_dir.glob("seed*/metrics.json")):
+        raise ZhnerError("--on compares two single models; this is a run set (give one of its seed directories)", model_dir)
+    tagger = zhner.load(model_dir)
+    if tagger.task.kind != "tagging":
+        raise ZhnerError("--on compares taggers sentence by sentence; compare classifiers over seeds", model_dir)
+    corpus = _corpus_for(data, tagger.featurizer.unit)
+    if corpus.scheme is None:
+        raise ZhnerError("holds labelled sentences (classification), but the model is a tagger", corpus.path)
+    return tagger.scorer(_tagging_corpus(tagger, corpus), batch_size, per_sentence=True)
 
 
 @app.command()
@@ -248,7 +281,6 @@ def evaluate(
     """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
     MCC / macro-F1 / F0.5 for a classifier."""
     import zhner
-    from zhner.data.schemes import split_tag
 
     torch_device = _device(device)
     tagger = zhner.load(model_dir)
@@ -268,11 +300,18 @@ def evaluate(
             )
         typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
         return
-    type_map = tagger.config.data.type_map
-    corpus = _in_model_types(corpus, type_map)
+    corpus = _tagging_corpus(tagger, corpus)
     seen = None
     if seen_in is not None:
-        seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), type_map)
+        seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), tagger.config.data.type_map)
+    typer.echo(json.dumps(tagger.evaluate(corpus, batch_size, seen_in=seen), ensure_ascii=False, indent=2))
+
+
+def _tagging_corpus(tagger, corpus):
+    """A labelled corpus in a tagger's entity types, warned about when it has types the model cannot predict."""
+    from zhner.data.schemes import split_tag
+
+    corpus = _in_model_types(corpus, tagger.config.data.type_map)
     labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
     unknown = corpus.types() - labels
     if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
@@ -280,7 +319,7 @@ def evaluate(
             f"warning: {corpus.path}: entity types {', '.join(sorted(unknown))} are not among the model's labels "
             f"({', '.join(sorted(labels))}); their entities all count as missed"
         )
-    typer.echo(json.dumps(tagger.evaluate(corpus, batch_size, seen_in=seen), ensure_ascii=False, indent=2))
+    return corpus
 
 
 @app.command()
@@ -451,13 +490,29 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     scheme: Optional[str] = typer.Option(None, help="bio / bioes / bmes (default: detected from GOLD)"),
     seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
+    against: Optional[Path] = typer.Option(
+        None, "--against", help="a second predicted tag file of the same sentences: score both and test the difference "
+        "(paired approximate randomization over sentences)"
+    ),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="with --against: shuffles of the randomization test"),
+    seed: int = typer.Option(0, "--seed", help="with --against: the shuffles' random seed"),
 ) -> None:
-    """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc."""
+    """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc. With --against,
+    the strict and lenient F1 of PRED and of the second file, and whether they differ (p of a paired approximate
+    randomization test over the sentences)."""
     from zhner.data.schemes import SCHEMES
-    from zhner.evaluate.metrics import format_report, score_files
+    from zhner.evaluate.metrics import file_scorer, format_report, score_files
+    from zhner.evaluate.significance import compare_sentences, format_sentence_comparison
 
     if scheme is not None and scheme not in SCHEMES:
         raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
+    if against is not None:
+        if seen_in is not None:
+            raise ZhnerError("--seen-in and --against do not go together: score each file with --seen-in on its own")
+        scorers = [file_scorer(gold, path, scheme=scheme, per_sentence=True) for path in (pred, against)]
+        result = compare_sentences(*scorers, resamples=resamples, seed=seed)
+        typer.echo(json.dumps(result) if as_json else format_sentence_comparison(result, str(pred), str(against)))
+        return
     seen = _corpus_for(seen_in, default_split="train") if seen_in is not None else None
     result = score_files(gold, pred, scheme=scheme, seen_in=seen)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))

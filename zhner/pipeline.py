@@ -209,14 +209,21 @@ class Pipeline:
         """Score on a labelled corpus with the task's scorer (tagging: strict + lenient span P/R/F1 in percent, per
         type, Span F, Type Acc; classification: accuracy, MCC, macro-F1, F0.5, per label). `seen_in` (tagging only):
         the training corpus, to score mentions seen in it apart from unseen ones (`NERScorer.count_seen`)."""
-        scorer = self.task.scorer()
+        return self.scorer(corpus, batch_size, seen_in).result()
+
+    def scorer(self, corpus: Corpus, batch_size: int = 64, seen_in: Corpus | None = None, per_sentence: bool = False):
+        """The task's scorer with this model's prediction for every example of `corpus` added; `per_sentence` (taggers):
+        keeping each sentence's counts, for `approximate_randomization`."""
+        if per_sentence and self.task.kind != "tagging":
+            raise ZhnerError("a sentence-level comparison is made for tagging models only (compare classifiers over seeds)")
+        scorer = self.task.scorer(per_sentence=True) if per_sentence else self.task.scorer()
         if seen_in is not None:
             if self.task.kind != "tagging":
                 raise ZhnerError("seen / unseen mentions are scored for tagging models only", seen_in.path)
             scorer.count_seen(known_mentions(seen_in))
         for example, predicted in zip(corpus.sentences, self.predictions(corpus.sentences, batch_size)):
             scorer.add_example(example, predicted, corpus.scheme)
-        return scorer.result()
+        return scorer
 
     def predict(self, texts: Iterable[str], batch_size: int = 32) -> list:
         raise NotImplementedError

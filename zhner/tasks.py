@@ -61,8 +61,8 @@ class SpanTagging:
             paths = [convert_tags(tags, self.scheme, self.scheme) for tags in paths]
         return paths
 
-    def scorer(self) -> "TaggingScorer":
-        return TaggingScorer(self.scheme)
+    def scorer(self, per_sentence: bool = False) -> "TaggingScorer":
+        return TaggingScorer(self.scheme, per_sentence)
 
     def select(self, result: dict) -> float:
         return result["strict"]["f1"]

@@ -21,6 +21,7 @@ from zhner.errors import ZhnerError
 __all__ = [
     "PRF",
     "NERScorer",
+    "file_scorer",
     "format_report",
     "known_mentions",
     "per_type_prf",
@@ -65,14 +66,18 @@ class _Tally:
     boundary_tp: int = 0  # pred spans whose (start, end) match a gold span, type ignored (multiset-matched)
     boundary_hits: int = 0  # pred spans whose (start, end) occur among the gold boundaries
     n_sentences: int = 0
+    sentences: list[tuple[int, int, int]] | None = None  # (tp, n_pred, n_gold) of each sentence, when kept
 
     def update(self, gold: Sequence[Span], pred: Sequence[Span]) -> None:
         """Add one sentence."""
         g, p = Counter(map(tuple, gold)), Counter(map(tuple, pred))
         hits = g & p  # multiset intersection: a gold span can be matched at most once
-        self.tp += sum(hits.values())
-        self.n_pred += sum(p.values())
-        self.n_gold += sum(g.values())
+        counts = (sum(hits.values()), sum(p.values()), sum(g.values()))
+        self.tp += counts[0]
+        self.n_pred += counts[1]
+        self.n_gold += counts[2]
+        if self.sentences is not None:
+            self.sentences.append(counts)
         for (_, _, label), n in hits.items():
             self.tp_type[label] += n
         for (_, _, label), n in p.items():
@@ -163,12 +168,13 @@ class NERScorer:
     decoding; per-type numbers come in both.
     """
 
-    def __init__(self, scheme: str):
+    def __init__(self, scheme: str, per_sentence: bool = False):
+        """`per_sentence`: also keep each sentence's counts (`sentence_counts`), for a sentence-level significance test."""
         if scheme not in SCHEMES:
             raise ValueError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
         self.scheme = scheme
-        self._strict = _Tally()
-        self._lenient = _Tally()
+        self._strict = _Tally(sentences=[] if per_sentence else None)
+        self._lenient = _Tally(sentences=[] if per_sentence else None)
         self._known: frozenset[Mention] | None = None
         self._seen = {"seen": _Tally(), "unseen": _Tally()}
 
@@ -221,6 +227,16 @@ class NERScorer:
         self._lenient.update(gold_spans, pred_spans)
         if self._known is not None:
             self._add_seen(gold_spans, pred_spans, tokens)
+
+    def sentence_counts(self, decoding: str = "strict") -> list[tuple[int, int, int]]:
+        """(true positives, predicted, gold) entities of each sentence added so far, in order, for the `strict` or
+        `lenient` decoding; needs `per_sentence=True`."""
+        tally = {"strict": self._strict, "lenient": self._lenient}.get(decoding)
+        if tally is None:
+            raise ValueError(f"unknown decoding {decoding!r}; expected strict or lenient")
+        if tally.sentences is None:
+            raise ValueError("sentence counts are kept only by a scorer built with per_sentence=True")
+        return list(tally.sentences)
 
     def result(self) -> dict:
         """All metrics, p/r/f1/span_f/type_acc in percent rounded to 2 decimals.
@@ -294,7 +310,20 @@ def score_files(
     seen_in: Corpus | None = None,
 ) -> dict:
     """Score a predicted corpus file against a gold one; returns `NERScorer.result()`, with the seen / unseen split
-    when `seen_in` (the training corpus) is given.
+    when `seen_in` (the training corpus) is given. See `file_scorer`."""
+    return file_scorer(gold_path, pred_path, scheme, fmt, seen_in).result()
+
+
+def file_scorer(
+    gold_path: str | Path,
+    pred_path: str | Path,
+    scheme: str | None = None,
+    fmt: str = "auto",
+    seen_in: Corpus | None = None,
+    per_sentence: bool = False,
+) -> NERScorer:
+    """The scorer of a predicted corpus file against a gold one, every sentence added (`per_sentence`: keeping each
+    sentence's counts).
 
     Both files are read with `read_corpus` (labelled, `fmt` for both, grammar not enforced: malformed
     sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold;
@@ -305,12 +334,12 @@ def score_files(
     gold = read_corpus(gold_path, fmt=fmt, scheme=scheme, strict=False, labelled=True)
     pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True)
     _check_aligned(gold, pred)
-    scorer = NERScorer(gold.scheme)
+    scorer = NERScorer(gold.scheme, per_sentence)
     if seen_in is not None:
         scorer.count_seen(known_mentions(seen_in))
     for g, p in zip(gold.sentences, pred.sentences):
         scorer.add(g.tags or [], p.tags or [], g.tokens)
-    return scorer.result()
+    return scorer
 
 
 def format_report(result: dict) -> str:

@@ -1,5 +1,9 @@
 """Multi-seed comparison of two models: mean +- std of each metric and a paired t-test over matched seeds (the ATSSA
-paper's Sec. 5.6: ten seeds per model, paired by seed, two-sided p-value).
+paper's Sec. 5.6: ten seeds per model, paired by seed, two-sided p-value); and, for two single runs, a paired
+approximate randomization test over the test sentences (`approximate_randomization`).
+
+The seed test asks whether one training recipe beats another; the sentence test only whether two given models differ on
+this test set (it knows nothing of seed noise, so a significant sentence test between two seeds of one recipe is common).
 
 The Student-t distribution function is computed here from the regularised incomplete beta function (a continued fraction
 evaluated by the modified Lentz method), so the toolkit needs no scipy; the tests check it against scipy.
@@ -13,6 +17,8 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -182,4 +188,87 @@ def format_comparison(result: dict, name_a: str, name_b: str) -> str:
         diff = f"{paired['mean_diff']:+.2f}" if paired["n"] else "-"
         p = f"{paired['p']:.4f}" if paired["p"] is not None else "-"
         lines.append(f"{metric:16s} {ms(row['a']):>16s} {ms(row['b']):>16s} {diff:>7s} {p:>13s} {paired['n']:>5d}")
+    return "\n".join(lines)
+
+
+# -- two single runs: approximate randomization over sentences ---------------------------------------------------------
+
+
+def f1_of_counts(counts: np.ndarray) -> np.ndarray:
+    """Micro F1 from summed (tp, n_pred, n_gold) counts: [..., 3] -> [...], 2tp / (n_pred + n_gold), 0 when both are 0."""
+    tp, total = counts[..., 0], counts[..., 1] + counts[..., 2]
+    return np.divide(2.0 * tp, total, out=np.zeros(np.shape(tp), dtype=float), where=total > 0)
+
+
+def approximate_randomization(
+    counts_a: Sequence[Sequence[int]],
+    counts_b: Sequence[Sequence[int]],
+    resamples: int = 10_000,
+    seed: int = 0,
+    chunk: int = 500,
+) -> dict:
+    """Two-sided paired approximate randomization test (Noreen 1989; Riezler and Maxwell 2005) of micro F1(A) - F1(B)
+    over sentences, for two systems' outputs on the same sentences.
+
+    counts_*: per sentence (tp, n_pred, n_gold), `NERScorer.sentence_counts`. Under the null hypothesis the two systems'
+    outputs for a sentence are exchangeable, so each resample swaps them sentence by sentence with probability 1/2 and
+    recomputes the corpus-level difference; p = (1 + #{|shuffled diff| >= |observed diff|}) / (1 + resamples), which is
+    never 0 and is exact in expectation. F1 is not a mean over sentences, which is why the sentences are shuffled rather
+    than a t-test run on per-sentence scores. Returns {sentences, f1_a, f1_b, diff, p, resamples, seed} (fractions)."""
+    a = np.asarray(counts_a, dtype=np.float64).reshape(-1, 3)  # [N, 3]
+    b = np.asarray(counts_b, dtype=np.float64).reshape(-1, 3)  # [N, 3]
+    if a.shape != b.shape:
+        raise ValueError(f"the two systems were scored on {len(a)} and {len(b)} sentences; they must be the same")
+    if not (a[:, 2] == b[:, 2]).all():
+        raise ValueError("the two systems were scored against different gold entities")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1 (got {resamples})")
+    sum_a, sum_b = a.sum(0), b.sum(0)  # [3]
+    observed = float(f1_of_counts(sum_a) - f1_of_counts(sum_b))
+    swap_gain = b - a  # [N, 3]: what A's sums gain (and B's lose) when a sentence is swapped
+    rng = np.random.default_rng(seed)
+    at_least = 0
+    tolerance = 1e-12  # a shuffled difference equal to the observed one counts, whatever the float rounding
+    for start in range(0, resamples, chunk):
+        n = min(chunk, resamples - start)
+        swapped = rng.integers(0, 2, size=(n, len(a))).astype(np.float64)  # [R, N]
+        shift = swapped @ swap_gain  # [R, 3]
+        diff = f1_of_counts(sum_a + shift) - f1_of_counts(sum_b - shift)  # [R]
+        at_least += int((np.abs(diff) >= abs(observed) - tolerance).sum())
+    return {
+        "sentences": len(a),
+        "f1_a": float(f1_of_counts(sum_a)),
+        "f1_b": float(f1_of_counts(sum_b)),
+        "diff": observed,
+        "p": (1 + at_least) / (1 + resamples),
+        "resamples": resamples,
+        "seed": seed,
+    }
+
+
+def compare_sentences(scorer_a, scorer_b, resamples: int = 10_000, seed: int = 0) -> dict:
+    """Strict and lenient micro F1 of two scorers filled with the same sentences (`NERScorer(per_sentence=True)`), each
+    with its approximate randomization test: {"strict": {...}, "lenient": {...}}."""
+    return {
+        decoding: approximate_randomization(
+            scorer_a.sentence_counts(decoding), scorer_b.sentence_counts(decoding), resamples, seed
+        )
+        for decoding in ("strict", "lenient")
+    }
+
+
+def format_sentence_comparison(result: dict, name_a: str, name_b: str) -> str:
+    """A plain-text table of `compare_sentences`: F1 of each system in percent, A - B, p."""
+    first = next(iter(result.values()))
+    lines = [
+        f"A = {name_a}",
+        f"B = {name_b}",
+        f"{first['sentences']} sentences, paired approximate randomization, {first['resamples']} resamples (seed {first['seed']})",
+        f"{'metric':16s} {'A':>7s} {'B':>7s} {'A - B':>7s} {'p':>8s}",
+    ]
+    for decoding, row in result.items():
+        lines.append(
+            f"{'f1_' + decoding:16s} {100 * row['f1_a']:7.2f} {100 * row['f1_b']:7.2f} "
+            f"{100 * row['diff']:+7.2f} {row['p']:8.4f}"
+        )
     return "\n".join(lines)
