@@ -519,6 +519,71 @@ def score(
 
 
 @app.command()
+def vectors(
+    sources: list[str] = typer.Argument(
+        ..., help="raw Chinese text: dataset names (their train split only), corpus files, or .txt files (a text a line)"
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="the word2vec text file to write (atomically)"),
+    unit: str = typer.Option("bigram", "--unit", help="char, bigram (the models' forward bigrams) or word (jieba's words)"),
+    base: Optional[str] = typer.Option(
+        None, "--base", help="vectors written first, e.g. lac: the file then serves as embeddings.char_vectors on its own"
+    ),
+    dim: int = typer.Option(128, "--dim", min=1),
+    window: int = typer.Option(5, "--window", min=1),
+    negatives: int = typer.Option(5, "--negatives", min=1),
+    min_count: int = typer.Option(5, "--min-count", min=1, help="rarer tokens get no row (a model composes them)"),
+    epochs: int = typer.Option(5, "--epochs", min=1),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Pretrain character, bigram or word vectors on raw text with skip-gram and negative sampling (the kind of table
+    the papers' models start from); use the file with --set embeddings.char_vectors=OUTPUT."""
+    import time
+
+    from zhner.lexicon.pretrain import SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
+    from zhner.lexicon.vectors import load_vectors
+    from zhner.lexicon.word2vec import write_word2vec_text
+
+    start = time.perf_counter()
+    texts = [text for source in sources for text in _raw_texts(source)]
+    base_vectors = load_vectors(base) if base else None  # read first: a bad --base fails before the training
+    config = SkipGramConfig(dim=dim, window=window, negatives=negatives, min_count=min_count, epochs=epochs, seed=seed)
+    sequences = unit_sequences(texts, unit)
+    _echo_err(f"{len(sequences)} texts, {sum(map(len, sequences))} {unit} tokens")
+    trained = train_skipgram(sequences, config, log=_echo_err)
+    table = merge_vectors(base_vectors, trained)
+    write_word2vec_text(table, output)
+    typer.echo(
+        f"wrote {output}: {len(table)} vectors of {dim} dimensions ({len(trained)} {unit} vectors trained"
+        + (f", {len(table) - len(trained)} from {base}" if base else "")
+        + f") in {time.perf_counter() - start:.0f} s"
+    )
+
+
+def _raw_texts(source: str) -> list[str]:
+    """The texts of a dataset's train split, a corpus file, or a .txt file (a text a line, blank lines skipped)."""
+    from zhner.data.catalogue import DATASETS
+    from zhner.data.corpus import read_corpus
+    from zhner.data.registry import load_dataset
+    from zhner.fileio import reading
+
+    if not Path(source).exists() and source in DATASETS:
+        return [ex.text for ex in load_dataset(source)["train"]]
+    if Path(source).suffix == ".txt":
+        with reading(source, "a text file"):
+            raw = Path(source).read_bytes()
+        texts = []
+        for lineno, line in enumerate(raw.splitlines(), start=1):
+            try:
+                text = line.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise ZhnerError("not UTF-8 text", source, lineno) from None
+            if text:
+                texts.append(text)
+        return texts
+    return [ex.text for ex in read_corpus(source)]
+
+
+@app.command()
 def translate(
     data: str = typer.Argument(
         ..., help="a dataset name (every split), a corpus file, or a .txt file (one Chinese sentence a line)"

@@ -233,3 +233,20 @@ def load_word2vec_text(path: str | Path, cache: bool = True, cache_dir: str | Pa
         if _write_cache(directory, stem, stamp, vectors):
             break
     return vectors
+
+
+def write_word2vec_text(vectors: Vectors, path: str | Path) -> None:
+    """Write a word2vec text file (a "N D" header, then "token v1 ... vD" lines), atomically, that `_split_entry` reads
+    back token for token: a token may hold any character but an ASCII space, tab or line break (a lone space is a
+    token of its own); one that could not be read back is refused."""
+
+    def unreadable(token: str) -> bool:
+        return not token or (token != " " and any(c in token for c in " \t\n\r"))
+
+    bad = next((t for t in vectors.tokens if unreadable(t)), None)
+    if bad is not None:
+        raise ZhnerError(f"token {bad!r} is empty or holds an ASCII space, tab or line break: a word2vec text file cannot hold it", path)
+    with atomic_open(path) as out:
+        out.write(f"{len(vectors)} {vectors.dim}\n")
+        for token, row in zip(vectors.tokens, vectors.matrix):
+            out.write(token + " " + " ".join(f"{x:.6g}" for x in row) + "\n")
