@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -14,6 +15,7 @@ from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
+from zhner.lexicon.table import Vectors
 from zhner.tagger import Tagger
 from zhner.train.trainer import _load_optimizer_state, _save_checkpoint, lr_lambda, make_optimizer, prepare, train
 
@@ -328,6 +330,42 @@ def test_bigram_and_word_tables_start_composed_or_random(shared_data):
     random = stats(["embeddings.compose_bigrams=false", "embeddings.compose_words=false"])
     assert "'composed': 0," in random["bigrams"] and "'composed': 0," in random["words"]
     assert random["chars"] == composed["chars"]
+
+
+def test_bigram_and_word_tables_from_files_of_their_own(tmp_path, shared_data):
+    """embeddings.bigram_vectors / word_vectors: a row found in the table's own file is used as it is (normalised), the
+    rest are still composed from the character vectors; a file of another dimension, or one without character vectors,
+    is refused naming the field."""
+    from zhner.lexicon.word2vec import write_word2vec_text
+
+    tiny_flat = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
+    base = prepare(load_config(resolve_config("flat_resume"), tiny_flat), log=lambda _: None)
+    bigram, word = base.featurizer.bigrams.itos[5], next(w for w in base.featurizer.words.itos[2:] if len(w) > 2)
+    rows = {"bigram": np.arange(128, dtype=np.float32), "word": -np.ones(128, dtype=np.float32)}
+    write_word2vec_text(Vectors([bigram], rows["bigram"][None]), tmp_path / "bigrams.vec")
+    write_word2vec_text(Vectors([word], rows["word"][None]), tmp_path / "words.vec")
+    lines: list[str] = []
+    run = prepare(
+        load_config(
+            resolve_config("flat_resume"),
+            tiny_flat + [f"embeddings.bigram_vectors={tmp_path / 'bigrams.vec'}", f"embeddings.word_vectors={tmp_path / 'words.vec'}"],
+        ),
+        log=lines.append,
+    )
+    tables = run.tagger.model.pretrained_tables()
+    own = tables["bigrams"].weight[run.featurizer.bigrams.stoi[bigram]].detach().numpy()
+    assert np.allclose(own, rows["bigram"] / np.linalg.norm(rows["bigram"]), atol=1e-6)
+    assert np.allclose(tables["words"].weight[run.featurizer.words.stoi[word]].detach().numpy(), -1 / np.sqrt(128), atol=1e-6)
+    other = run.featurizer.bigrams.stoi[base.featurizer.bigrams.itos[6]]  # not in the file: composed as before
+    assert torch.equal(tables["bigrams"].weight[other], base.tagger.model.pretrained_tables()["bigrams"].weight[other])
+    stats = {line.split()[1].rstrip(":"): line for line in lines if line.startswith("embeddings ")}
+    assert "'pretrained': 1," in stats["bigrams"] and "'pretrained': 1," in stats["words"]
+
+    write_word2vec_text(Vectors([bigram], np.ones((1, 4), dtype=np.float32)), tmp_path / "small.vec")
+    with pytest.raises(ZhnerError, match="must match"):
+        prepare(load_config(resolve_config("flat_resume"), tiny_flat + [f"embeddings.bigram_vectors={tmp_path / 'small.vec'}"]))
+    with pytest.raises(ZhnerError, match="embeddings.word_vectors"):
+        prepare(load_config(resolve_config("flat_resume"), tiny_flat + ["embeddings.char_vectors=null", f"embeddings.word_vectors={tmp_path / 'words.vec'}"]))
 
 
 def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data):

@@ -67,6 +67,10 @@ class EmbeddingConfig(_Section):
     bigrams: bool = True
     compose_bigrams: bool = True  # bigram vectors = mean of their characters' vectors (false: random, then trained)
     compose_words: bool = True  # lattice models' word table rows = mean of their characters' vectors (false: random)
+    # word2vec files of pretrained bigram / lexicon-word vectors (e.g. from `zhner vectors`), char_vectors' dimension;
+    # their rows come first, the tokens they lack are composed (or random). Default: char_vectors' own rows
+    bigram_vectors: str | None = None
+    word_vectors: str | None = None
     bigram_min_count: int = Field(1, ge=1)  # > 1: only bigrams seen this often in train (smaller, faster table)
     normalize_digits: bool = True  # every digit -> '0' (TENER)
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file

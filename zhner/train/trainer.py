@@ -36,6 +36,7 @@ from zhner.fileio import check_output_dir
 from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
+from zhner.lexicon.pretrain import merge_vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, parse_report
 from zhner.models.inputs import Featurizer, fields_for
@@ -98,10 +99,11 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     emb = config.embeddings
     char_model = "char_dim" in type(config.model).model_fields  # BERT-only models read word pieces: no embeddings section
     vectors = load_vectors(emb.char_vectors) if emb.char_vectors and char_model else None
+    table_vectors = _table_vectors(emb, vectors) if char_model else {}
     if vectors is not None:
         dims = {"char_dim": vectors.dim}
-        if config.model.bigram_dim and emb.bigrams and emb.compose_bigrams:
-            dims["bigram_dim"] = vectors.dim  # composed bigram vectors live in the character space
+        if config.model.bigram_dim and emb.bigrams and (emb.compose_bigrams or emb.bigram_vectors):
+            dims["bigram_dim"] = vectors.dim  # composed or pretrained bigram vectors live in the character space
         config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
     if char_model and not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
@@ -148,7 +150,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         extend_vocabularies(featurizer, source)
     config = configured(config, featurizer)
     model = build_model(config, featurizer)
-    _init_embeddings(model, featurizer, vectors, config, log)
+    _init_embeddings(model, featurizer, table_vectors, config, log)
     if bert is not None:
         if bert.weights:  # strict, except for the parameters local attention adds (SLA's gates)
             fresh = model.bert_encoder().model.load_pretrained_weights(bert.weights, "model.bert")
@@ -318,15 +320,33 @@ def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
     }
 
 
-def _init_embeddings(model, featurizer: Featurizer, vectors: Vectors | None, config: Config, log) -> None:
-    """Fill each table the model exposes (`pretrained_tables()`: vocab name -> nn.Embedding) from the vectors."""
-    if vectors is None:
-        return
+def _table_vectors(emb, chars: Vectors | None) -> dict[str, Vectors]:
+    """The vectors each embedding table starts from: the character vectors, and for bigrams and lexicon words a file of
+    their own (`embeddings.bigram_vectors` / `word_vectors`) whose rows come before the characters' (composition still
+    reads the characters)."""
+    if chars is None:
+        for key in ("bigram_vectors", "word_vectors"):
+            if getattr(emb, key):
+                raise ZhnerError("needs embeddings.char_vectors (the tokens it lacks are composed from characters)", f"embeddings.{key}")
+        return {}
+    out = {"chars": chars, "bigrams": chars, "words": chars}
+    for name, key in (("bigrams", "bigram_vectors"), ("words", "word_vectors")):
+        spec = getattr(emb, key)
+        if spec:
+            own = load_vectors(spec)
+            if own.dim != chars.dim:
+                raise ZhnerError(f"{own.dim}-d vectors, but embeddings.char_vectors are {chars.dim}-d: they must match", spec)
+            out[name] = merge_vectors(own, chars)
+    return out
+
+
+def _init_embeddings(model, featurizer: Featurizer, table_vectors: dict[str, Vectors], config: Config, log) -> None:
+    """Fill each table the model exposes (`pretrained_tables()`: vocab name -> nn.Embedding) from its vectors."""
     rng = np.random.default_rng(config.train.seed)
     vocabs = {"chars": featurizer.chars, "bigrams": featurizer.bigrams, "words": featurizer.words}
     for name, table in model.pretrained_tables().items():
-        vocab = vocabs.get(name)
-        if vocab is None or table.weight.shape[1] != vectors.dim:
+        vocab, vectors = vocabs.get(name), table_vectors.get(name)
+        if vocab is None or vectors is None or table.weight.shape[1] != vectors.dim:
             continue
         compose = {"words": config.embeddings.compose_words, "bigrams": config.embeddings.compose_bigrams}.get(name, False)
         matrix, stats = embedding_matrix(vocab.itos, vectors, vectors.dim, rng, compose=compose)
