@@ -2,8 +2,9 @@
 
 - `load_vectors(spec)`: "lac" (jieba's Baidu LAC character table, `zhner.lexicon.lac`) or a word2vec text file
   (`zhner.lexicon.word2vec`, cached as .npy);
-- `compose_vectors` / `embedding_matrix` give bigrams and lexicon words the mean of their characters' vectors,
-  since no pretrained bigram or word vectors are available here.
+- `compose_vectors` / `embedding_matrix` give bigrams and lexicon words the mean of their characters' vectors when
+  the vectors have no row of their own (the papers' gigaword bigram and CTB word tables cannot be had here; tables
+  pretrained on local text come from `zhner.lexicon.pretrain`).
 
 The Vectors table itself is `zhner.lexicon.table.Vectors`.
 """
