@@ -546,6 +546,8 @@ def vectors(
     start = time.perf_counter()
     texts = [text for source in sources for text in _raw_texts(source)]
     base_vectors = load_vectors(base) if base else None  # read first: a bad --base fails before the training
+    if base_vectors is not None and base_vectors.dim != dim:
+        raise ZhnerError(f"the base vectors are {base_vectors.dim}-d but --dim is {dim}: they must match to share a file", base)
     config = SkipGramConfig(dim=dim, window=window, negatives=negatives, min_count=min_count, epochs=epochs, seed=seed)
     sequences = unit_sequences(texts, unit)
     _echo_err(f"{len(sequences)} texts, {sum(map(len, sequences))} {unit} tokens")
