@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from test_cli import assert_clean_error, zhner
 from zhner.data.vocab import EOS
@@ -48,11 +49,37 @@ def test_skipgram_learns_which_tokens_share_contexts():
     assert np.array_equal(again.matrix, vectors.matrix)  # the seed fixes everything
 
 
+def test_the_written_out_gradients_are_autograd_s():
+    """`_sgns_step` with every id once in the batch (so no averaging) moves the tables by -lr times autograd's gradient
+    of the summed Eq. 4 loss."""
+    from zhner.lexicon.pretrain import _sgns_step
+
+    gen = torch.Generator().manual_seed(0)
+    centre, context = torch.randn(12, 6, generator=gen), torch.randn(12, 6, generator=gen)
+    batch = torch.tensor([[0, 1], [2, 3]])
+    noise = torch.zeros(12)
+    noise[4:12] = 1.0  # noise ids 4..11: never a context id of the batch
+    ids = torch.multinomial(noise, 4, True, generator=torch.Generator().manual_seed(2)).view(2, 2)  # what the step draws
+    assert len(set(ids.flatten().tolist())) == 4  # no repeats with this seed, so no row is averaged
+    u, c = centre.clone().requires_grad_(), context.clone().requires_grad_()
+    pos = (u[batch[:, 0]] * c[batch[:, 1]]).sum(-1)
+    neg = torch.bmm(c[ids], u[batch[:, 0]].unsqueeze(-1)).squeeze(-1)
+    loss = -torch.nn.functional.logsigmoid(pos).sum() - torch.nn.functional.logsigmoid(-neg).sum()
+    loss.backward()
+    new_centre, new_context = centre.clone(), context.clone()
+    returned = _sgns_step(new_centre, new_context, batch, noise, 2, 0.1, torch.Generator().manual_seed(2))
+    assert torch.allclose(new_centre, centre - 0.1 * u.grad, atol=1e-6)
+    assert torch.allclose(new_context, context - 0.1 * c.grad, atol=1e-6)
+    assert abs(returned - float(loss.detach())) < 1e-4
+
+
 def test_min_count_and_too_little_text():
     seqs = [["x", "y", "x", "z", "y", "x"]]
-    assert train_skipgram(seqs, SkipGramConfig(dim=4, epochs=1, min_count=2)).tokens == ["x", "y"]  # z is too rare
+    assert train_skipgram(seqs, SkipGramConfig(dim=4, epochs=1, min_count=2, subsample=1.0)).tokens == ["x", "y"]  # z is too rare
     with pytest.raises(ZhnerError, match="min_count"):
         train_skipgram(seqs, SkipGramConfig(dim=4, epochs=1, min_count=3))
+    with pytest.raises(ZhnerError, match="no .centre, context. pairs"):  # one token per sentence: nothing to pair
+        train_skipgram([["x"], ["y"], ["x"], ["y"]], SkipGramConfig(dim=4, epochs=2, min_count=1))
 
 
 def test_merge_puts_the_base_first_and_a_model_uses_the_trained_rows(tmp_path):
@@ -70,11 +97,12 @@ def test_merge_puts_the_base_first_and_a_model_uses_the_trained_rows(tmp_path):
     write_word2vec_text(merged, path)
     back = load_word2vec_text(path)
     assert back.tokens == merged.tokens and np.allclose(back.matrix, merged.matrix)
-    odd = Vectors([" ", "\u3000", "a\u00a0b"], np.eye(3, 2))  # a lone space and non-ASCII spaces are tokens too
+    odd = Vectors([" ", "\u3000", "a\u00a0b", "\x1c"], np.eye(4, 2))  # a lone space and non-ASCII spaces are tokens too
     write_word2vec_text(odd, path)
     assert load_word2vec_text(path).tokens == odd.tokens
-    with pytest.raises(ZhnerError, match="ASCII space"):
-        write_word2vec_text(Vectors(["a b"], np.zeros((1, 2))), tmp_path / "never.txt")
+    for bad in ("a b", "a\u3000", "\u3000b", "", "\t"):  # what the reader could not give back as it is
+        with pytest.raises(ZhnerError, match="ASCII space"):
+            write_word2vec_text(Vectors([bad], np.zeros((1, 2))), tmp_path / "never.txt")
     assert not (tmp_path / "never.txt").exists()
 
 
@@ -98,4 +126,8 @@ def test_vectors_cli(tmp_path):
     bad.write_bytes("北京\n".encode() + b"\xff\xfe\n")
     assert_clean_error(zhner("vectors", bad, "-o", tmp_path / "never.txt"), f"{bad}:2", "UTF-8")
     assert_clean_error(zhner("vectors", tmp_path / "missing.txt", "-o", tmp_path / "never.txt"), "missing.txt")
+    res = zhner("vectors", text, "-o", tmp_path, "--unit", "char", "--min-count", "1")
+    assert_clean_error(res, str(tmp_path), "is a directory")
+    assert "skip-gram epoch" not in res.stderr  # refused before any training
+    assert_clean_error(zhner("vectors", text, "-o", tmp_path / "never.txt", "--unit", "trigram"), "--unit")
     assert not (tmp_path / "never.txt").exists()

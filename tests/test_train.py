@@ -362,8 +362,10 @@ def test_bigram_and_word_tables_from_files_of_their_own(tmp_path, shared_data):
     assert "'pretrained': 1," in stats["bigrams"] and "'pretrained': 1," in stats["words"]
 
     write_word2vec_text(Vectors([bigram], np.ones((1, 4), dtype=np.float32)), tmp_path / "small.vec")
-    with pytest.raises(ZhnerError, match="must match"):
+    with pytest.raises(ZhnerError, match="embeddings.bigram_vectors.*must match"):
         prepare(load_config(resolve_config("flat_resume"), tiny_flat + [f"embeddings.bigram_vectors={tmp_path / 'small.vec'}"]))
+    with pytest.raises(ZhnerError, match="embeddings.bigram_vectors.*no bigrams table"):  # given, but nothing to fill
+        prepare(load_config(resolve_config("flat_resume"), tiny_flat + ["embeddings.bigrams=false", f"embeddings.bigram_vectors={tmp_path / 'bigrams.vec'}"]))
     with pytest.raises(ZhnerError, match="embeddings.word_vectors"):
         prepare(load_config(resolve_config("flat_resume"), tiny_flat + ["embeddings.char_vectors=null", f"embeddings.word_vectors={tmp_path / 'words.vec'}"]))
 

@@ -10,11 +10,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from zhner.errors import ZhnerError
+
+if TYPE_CHECKING:  # annotations only: the command imports what it needs when it runs, to start fast
+    from zhner.data.corpus import Corpus
+    from zhner.evaluate.metrics import NERScorer
+    from zhner.tagger import Tagger
 
 # pretty_exceptions_enable=False: a bug keeps a plain traceback; user errors never reach it (see main)
 app = typer.Typer(
@@ -136,6 +141,7 @@ def compare(
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="with --on: shuffles of the randomization test"),
     seed: int = typer.Option(0, "--seed", help="with --on: the shuffles' random seed"),
     batch_size: int = typer.Option(64, min=1),
+    device: str = typer.Option("cpu", "--device", help="with --on: cpu, cuda, or auto (a GPU when CUDA is available)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """Mean ± std of each metric over seeds and a two-sided paired t-test (A - B) over the seeds both sets have. With
@@ -148,8 +154,10 @@ def compare(
         result = compare_runs(read_runs(runs_a), read_runs(runs_b))
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2) if as_json else format_comparison(result, str(runs_a), str(runs_b)))
         return
-    scorers = [_sentence_scorer(model_dir, on, batch_size) for model_dir in (runs_a, runs_b)]
-    result = compare_sentences(*scorers, resamples=resamples, seed=seed)
+    (scorer_a, gold_a), (scorer_b, gold_b) = (_sentence_scorer(m, on, batch_size, device) for m in (runs_a, runs_b))
+    if gold_a != gold_b:  # e.g. one model's data.type_map drops or merges types the other keeps
+        raise ZhnerError("the two models read this data in different entity types (their data.type_map): no common gold", on)
+    result = compare_sentences(scorer_a, scorer_b, resamples=resamples, seed=seed)
     result = {"a": str(runs_a), "b": str(runs_b), "data": on, **result}
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
@@ -157,8 +165,9 @@ def compare(
         typer.echo(format_sentence_comparison({k: result[k] for k in ("strict", "lenient")}, str(runs_a), str(runs_b)))
 
 
-def _sentence_scorer(model_dir: Path, data: str, batch_size: int):
-    """A tagger's scorer on labelled data with each sentence's counts kept (`zhner compare --on`)."""
+def _sentence_scorer(model_dir: Path, data: str, batch_size: int, device: str) -> tuple[NERScorer, list]:
+    """A tagger's scorer on labelled data with each sentence's counts kept (`zhner compare --on`), and the gold tags
+    it scored against (the data in the model's entity types)."""
     import zhner
 
     if not (model_dir / "config.yaml").is_file() and any(model_dir.glob("seed*/metrics.json")):
@@ -166,10 +175,12 @@ def _sentence_scorer(model_dir: Path, data: str, batch_size: int):
     tagger = zhner.load(model_dir)
     if tagger.task.kind != "tagging":
         raise ZhnerError("--on compares taggers sentence by sentence; compare classifiers over seeds", model_dir)
+    tagger.model.to(_device(device))
     corpus = _corpus_for(data, tagger.featurizer.unit)
     if corpus.scheme is None:
         raise ZhnerError("holds labelled sentences (classification), but the model is a tagger", corpus.path)
-    return tagger.scorer(_tagging_corpus(tagger, corpus), batch_size, per_sentence=True)
+    corpus = _tagging_corpus(tagger, corpus)
+    return tagger.scorer(corpus, batch_size, per_sentence=True), [s.tags for s in corpus.sentences]
 
 
 @app.command()
@@ -307,7 +318,7 @@ def evaluate(
     typer.echo(json.dumps(tagger.evaluate(corpus, batch_size, seen_in=seen), ensure_ascii=False, indent=2))
 
 
-def _tagging_corpus(tagger, corpus):
+def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
     """A labelled corpus in a tagger's entity types, warned about when it has types the model cannot predict."""
     from zhner.data.schemes import split_tag
 
@@ -511,7 +522,10 @@ def score(
             raise ZhnerError("--seen-in and --against do not go together: score each file with --seen-in on its own")
         scorers = [file_scorer(gold, path, scheme=scheme, per_sentence=True) for path in (pred, against)]
         result = compare_sentences(*scorers, resamples=resamples, seed=seed)
-        typer.echo(json.dumps(result) if as_json else format_sentence_comparison(result, str(pred), str(against)))
+        if as_json:
+            typer.echo(json.dumps({"a": str(pred), "b": str(against), "gold": str(gold), **result}, ensure_ascii=False))
+        else:
+            typer.echo(format_sentence_comparison(result, str(pred), str(against)))
         return
     seen = _corpus_for(seen_in, default_split="train") if seen_in is not None else None
     result = score_files(gold, pred, scheme=scheme, seen_in=seen)
@@ -536,13 +550,20 @@ def vectors(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Pretrain character, bigram or word vectors on raw text with skip-gram and negative sampling (the kind of table
-    the papers' models start from); use the file with --set embeddings.char_vectors=OUTPUT."""
+    the papers' models start from): use a bigram file with --set embeddings.bigram_vectors=OUTPUT, a word file with
+    embeddings.word_vectors, and a file made with --base as embeddings.char_vectors."""
     import time
 
-    from zhner.lexicon.pretrain import SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
+    from zhner.lexicon.pretrain import UNITS, SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
     from zhner.lexicon.vectors import load_vectors
     from zhner.lexicon.word2vec import write_word2vec_text
 
+    if unit not in UNITS:
+        raise ZhnerError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
+    if output.is_dir():  # found now, not after minutes of training
+        raise ZhnerError("is a directory; name the file to write", output)
+    if any(parent.exists() and not parent.is_dir() for parent in output.parents):
+        raise ZhnerError("a parent of this path is a file, not a directory", output)
     start = time.perf_counter()
     texts = [text for source in sources for text in _raw_texts(source)]
     base_vectors = load_vectors(base) if base else None  # read first: a bad --base fails before the training

@@ -211,9 +211,10 @@ class Pipeline:
         the training corpus, to score mentions seen in it apart from unseen ones (`NERScorer.count_seen`)."""
         return self.scorer(corpus, batch_size, seen_in).result()
 
-    def scorer(self, corpus: Corpus, batch_size: int = 64, seen_in: Corpus | None = None, per_sentence: bool = False):
-        """The task's scorer with this model's prediction for every example of `corpus` added; `per_sentence` (taggers):
-        keeping each sentence's counts, for `approximate_randomization`."""
+    def scorer(self, corpus: Corpus, batch_size: int = 64, seen_in: Corpus | None = None, per_sentence: bool = False) -> Any:
+        """The task's scorer (`Task.scorer()`: a TaggingScorer or a LabelScorer) with this model's prediction for every
+        example of `corpus` added; `per_sentence` (taggers): keeping each sentence's counts, for
+        `approximate_randomization`."""
         if per_sentence and self.task.kind != "tagging":
             raise ZhnerError("a sentence-level comparison is made for tagging models only (compare classifiers over seeds)")
         scorer = self.task.scorer(per_sentence=True) if per_sentence else self.task.scorer()

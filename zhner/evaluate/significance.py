@@ -4,7 +4,7 @@ approximate randomization test over the test sentences (`approximate_randomizati
 
 The seed test asks whether one training recipe beats another; the sentence test only whether two given models differ on
 this test set. It knows nothing of seed noise: two seeds of one recipe can differ significantly by it (measured, README
-"The general model": seeds 42 and 43 on MSRA, p 0.0001).
+"The general model": seeds 42 and 43 on MSRA, p <= 1/10,001).
 
 The Student-t distribution function is computed here from the regularised incomplete beta function (a continued fraction
 evaluated by the modified Lentz method), so the toolkit needs no scipy; the tests check it against scipy.
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from zhner.errors import ZhnerError
-from zhner.evaluate.metrics import headline
+from zhner.evaluate.metrics import NERScorer, headline
 
 METRICS = ("test.f1_strict", "test.f1_lenient", "test.p", "test.r", "dev.f1_strict")
 CLASSIFICATION_METRICS = ("test.accuracy", "test.mcc", "test.macro_f1", "dev.accuracy", "dev.mcc")
@@ -214,8 +214,9 @@ def approximate_randomization(
     counts_*: per sentence (tp, n_pred, n_gold), `NERScorer.sentence_counts`. Under the null hypothesis the two systems'
     outputs for a sentence are exchangeable, so each resample swaps them sentence by sentence with probability 1/2 and
     recomputes the corpus-level difference; p = (1 + #{|shuffled diff| >= |observed diff|}) / (1 + resamples), never 0
-    and a valid p-value for any number of shuffles (Phipson and Smyth 2010). F1 is not a mean over sentences, which is why the sentences are shuffled rather
-    than a t-test run on per-sentence scores. Returns {sentences, f1_a, f1_b, diff, p, resamples, seed} (fractions)."""
+    and a valid p-value for any number of shuffles (Phipson and Smyth 2010); its floor is 1 / (1 + resamples). F1 is
+    not a mean over sentences, which is why the outputs are shuffled rather than per-sentence scores t-tested.
+    Returns {sentences, f1_a, f1_b, diff, p, resamples, seed} (fractions)."""
     a = np.asarray(counts_a, dtype=np.float64).reshape(-1, 3)  # [N, 3]
     b = np.asarray(counts_b, dtype=np.float64).reshape(-1, 3)  # [N, 3]
     if a.shape != b.shape:
@@ -247,7 +248,7 @@ def approximate_randomization(
     }
 
 
-def compare_sentences(scorer_a, scorer_b, resamples: int = 10_000, seed: int = 0) -> dict:
+def compare_sentences(scorer_a: NERScorer, scorer_b: NERScorer, resamples: int = 10_000, seed: int = 0) -> dict:
     """Strict and lenient micro F1 of two scorers filled with the same sentences (`NERScorer(per_sentence=True)`), each
     with its approximate randomization test: {"strict": {...}, "lenient": {...}}."""
     return {

@@ -3,8 +3,10 @@ Representations of Words and Phrases and their Compositionality", Eqs. 4-5), for
 
 The papers' lattice models start from vectors trained this way on gigaword (characters, bigrams) and CTB (words), which
 cannot be had here; `zhner vectors` trains the same kind of table on whatever raw Chinese text a user has, and writes a
-word2vec text file that `embeddings.char_vectors` reads (rows of any unit: a bigram or word row found there is used as
-it is, the rest are composed from characters, `zhner.lexicon.vectors.embedding_matrix`).
+word2vec text file for `embeddings.bigram_vectors` / `word_vectors` (a row found there is used as it is, the tokens it
+lacks are composed from the character vectors, `zhner.lexicon.vectors.embedding_matrix`), or, with LAC's characters
+first, for `embeddings.char_vectors`. The trained rows and the composed ones share a dimension, not a space: a table
+that mixes them starts from two unrelated geometries.
 
 A unit's sequence is what its embedding table sees in a model: characters (digits mapped to 0 as the models read them),
 the forward bigrams of `zhner.data.vocab.bigrams` (each position's c_i c_{i+1}, the last closed by <eos>), or the
@@ -104,7 +106,7 @@ def _sgns_step(
     g_neg = torch.sigmoid(neg)  # [B, K]: d(-log s(-u.n)) / d(u.n)
     grad_u = g_pos[:, None] * v + (g_neg[:, :, None] * n).sum(1)  # [B, D]
     ctx_ids = torch.cat([o, noise_ids.reshape(-1)])  # [B + B K]
-    grad_ctx = torch.cat([g_pos[:, None] * u, (g_neg[:, :, None] * u[:, None, :]).reshape(-1, u.shape[1])])
+    grad_ctx = torch.cat([g_pos[:, None] * u, (g_neg[:, :, None] * u[:, None, :]).reshape(-1, u.shape[1])])  # [B + B K, D]
     for table, ids, grad in ((centre, c, grad_u), (context, ctx_ids, grad_ctx)):
         repeats = torch.bincount(ids, minlength=table.shape[0]).clamp_min(1).to(grad.dtype)  # [V]
         table.index_add_(0, ids, grad * (-lr / repeats[ids])[:, None])
@@ -143,6 +145,8 @@ def train_skipgram(
         return stream[positions[rng.permutation(len(positions))]]  # [P, 2] token ids, shuffled
 
     pairs = epoch_pairs()
+    if len(pairs) == 0:
+        raise ZhnerError("no (centre, context) pairs to train on: too little text, or lower --min-count")
     total = math.ceil(len(pairs) / config.batch_size) * config.epochs  # the linear decay's length, from epoch 1's pairs
     step = 0
     for epoch in range(1, config.epochs + 1):
@@ -152,7 +156,7 @@ def train_skipgram(
         loss_sum = 0.0
         for start in range(0, len(pairs_t), config.batch_size):
             batch = pairs_t[start : start + config.batch_size]  # [B, 2]
-            lr = config.lr * max(1e-4, 1.0 - step / total)
+            lr = config.lr * max(1e-4, 1.0 - step / total)  # total >= 1: epoch 1 had pairs
             loss_sum += _sgns_step(centre, context, batch, noise, config.negatives, lr, gen)
             step += 1
         if log:
@@ -164,11 +168,11 @@ def train_skipgram(
 
 
 def merge_vectors(base: Vectors | None, trained: Vectors) -> Vectors:
-    """`base`'s rows (e.g. LAC characters) followed by the trained rows it lacks: one table a config can name."""
+    """`base`'s rows (e.g. LAC characters) followed by the `trained` rows it lacks: one table to look tokens up in."""
     if base is None:
         return trained
     if base.dim != trained.dim:
-        raise ZhnerError(f"the base vectors are {base.dim}-d but --dim is {trained.dim}: they must match to share a file")
+        raise ZhnerError(f"vectors of {base.dim} and {trained.dim} dimensions cannot share a table: they must match")
     have = base.index()
     extra = [i for i, t in enumerate(trained.tokens) if t not in have]
     return Vectors(base.tokens + [trained.tokens[i] for i in extra], np.concatenate([base.matrix, trained.matrix[extra]]))

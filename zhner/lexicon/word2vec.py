@@ -236,12 +236,14 @@ def load_word2vec_text(path: str | Path, cache: bool = True, cache_dir: str | Pa
 
 
 def write_word2vec_text(vectors: Vectors, path: str | Path) -> None:
-    """Write a word2vec text file (a "N D" header, then "token v1 ... vD" lines), atomically, that `_split_entry` reads
-    back token for token: a token may hold any character but an ASCII space, tab or line break (a lone space is a
-    token of its own); one that could not be read back is refused."""
+    """Write a word2vec text file (a "N D" header, then "token v1 ... vD" lines), atomically, that the reader reads back
+    token for token: a token may not hold an ASCII space, tab or line break, nor start or end with other whitespace
+    (U+3000 alone is a token; a lone space is one too); one that could not be read back is refused."""
 
     def unreadable(token: str) -> bool:
-        return not token or (token != " " and any(c in token for c in " \t\n\r"))
+        if token == " " or (len(token) == 1 and token not in "\t\n\r"):
+            return False  # any single character but a tab or line break, whitespace or not
+        return not token or token != token.strip() or any(c in token for c in " \t\n\r")
 
     bad = next((t for t in vectors.tokens if unreadable(t)), None)
     if bad is not None:

@@ -103,7 +103,7 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     if vectors is not None:
         dims = {"char_dim": vectors.dim}
         if config.model.bigram_dim and emb.bigrams and (emb.compose_bigrams or emb.bigram_vectors):
-            dims["bigram_dim"] = vectors.dim  # composed or pretrained bigram vectors live in the character space
+            dims["bigram_dim"] = vectors.dim  # composed (and pretrained) bigram rows have the characters' dimension
         config = config.model_copy(update={"model": config.model.model_copy(update=dims)})
     if char_model and not emb.bigrams and config.model.bigram_dim:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bigram_dim": 0})})
@@ -335,7 +335,10 @@ def _table_vectors(emb, chars: Vectors | None) -> dict[str, Vectors]:
         if spec:
             own = load_vectors(spec)
             if own.dim != chars.dim:
-                raise ZhnerError(f"{own.dim}-d vectors, but embeddings.char_vectors are {chars.dim}-d: they must match", spec)
+                raise ZhnerError(
+                    f"{spec} holds {own.dim}-d vectors, but embeddings.char_vectors are {chars.dim}-d: they must match",
+                    f"embeddings.{key}",
+                )
             out[name] = merge_vectors(own, chars)
     return out
 
@@ -344,16 +347,25 @@ def _init_embeddings(model, featurizer: Featurizer, table_vectors: dict[str, Vec
     """Fill each table the model exposes (`pretrained_tables()`: vocab name -> nn.Embedding) from its vectors."""
     rng = np.random.default_rng(config.train.seed)
     vocabs = {"chars": featurizer.chars, "bigrams": featurizer.bigrams, "words": featurizer.words}
+    filled = set()
     for name, table in model.pretrained_tables().items():
         vocab, vectors = vocabs.get(name), table_vectors.get(name)
         if vocab is None or vectors is None or table.weight.shape[1] != vectors.dim:
             continue
+        filled.add(name)
         compose = {"words": config.embeddings.compose_words, "bigrams": config.embeddings.compose_bigrams}.get(name, False)
         matrix, stats = embedding_matrix(vocab.itos, vectors, vectors.dim, rng, compose=compose)
         if config.embeddings.normalize_vectors:
             matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
         load_matrix(table, matrix)
         log(f"embeddings {name}: {stats}")
+    for name, key in (("bigrams", "bigram_vectors"), ("words", "word_vectors")):
+        if getattr(config.embeddings, key) and name not in filled:  # a file given for a table that is not there
+            raise ZhnerError(
+                f"this model has no {name} table of the character vectors' dimension to start from it "
+                "(embeddings.bigrams false, no lexicon, model.word_embedding chars, or another word_dim?)",
+                f"embeddings.{key}",
+            )
 
 
 def lr_lambda(config: Config, steps_per_epoch: int) -> Callable[[int], float]:
