@@ -110,6 +110,25 @@ def test_compare_two_models_sentence_by_sentence(swept):
     assert_clean_error(zhner("compare", out / "topk=3", b, "--on", "resume:dev"), "run set")
 
 
+def test_compare_refuses_models_that_read_the_data_in_different_types(swept, tmp_path):
+    """A model whose data.type_map drops a type scores against other gold entities: no sentence test between the two."""
+    import shutil
+
+    import yaml
+
+    out, _ = swept
+    a = out / "topk=3" / "seed42"
+    dropping = tmp_path / "dropping"
+    shutil.copytree(a, dropping)
+    config = yaml.safe_load((dropping / "config.yaml").read_text(encoding="utf-8"))
+    types = ["CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"]  # Resume's
+    config["data"]["type_map"] = {t: (None if t == "NAME" else t) for t in types}
+    (dropping / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    assert zhner("evaluate", dropping, "resume:dev").returncode == 0  # the model itself still loads and scores
+    res = zhner("compare", a, dropping, "--on", "resume:dev", "--resamples", "10")
+    assert_clean_error(res, "resume:dev", "different entity types")
+
+
 def test_attention_cli(swept, tmp_path):
     out, _ = swept
     text = "腾讯联想"
