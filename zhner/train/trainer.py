@@ -320,17 +320,20 @@ def _truncate(splits: dict[str, Corpus], config: Config) -> dict[str, Corpus]:
     }
 
 
+TABLE_FILES = {"bigrams": "bigram_vectors", "words": "word_vectors"}  # table -> the embeddings field of its own file
+
+
 def _table_vectors(emb, chars: Vectors | None) -> dict[str, Vectors]:
     """The vectors each embedding table starts from: the character vectors, and for bigrams and lexicon words a file of
     their own (`embeddings.bigram_vectors` / `word_vectors`) whose rows come before the characters' (composition still
     reads the characters)."""
     if chars is None:
-        for key in ("bigram_vectors", "word_vectors"):
+        for key in TABLE_FILES.values():
             if getattr(emb, key):
                 raise ZhnerError("needs embeddings.char_vectors (the tokens it lacks are composed from characters)", f"embeddings.{key}")
         return {}
     out = {"chars": chars, "bigrams": chars, "words": chars}
-    for name, key in (("bigrams", "bigram_vectors"), ("words", "word_vectors")):
+    for name, key in TABLE_FILES.items():
         spec = getattr(emb, key)
         if spec:
             own = load_vectors(spec)
@@ -359,7 +362,7 @@ def _init_embeddings(model, featurizer: Featurizer, table_vectors: dict[str, Vec
             matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
         load_matrix(table, matrix)
         log(f"embeddings {name}: {stats}")
-    for name, key in (("bigrams", "bigram_vectors"), ("words", "word_vectors")):
+    for name, key in TABLE_FILES.items():
         if getattr(config.embeddings, key) and name not in filled:  # a file given for a table that is not there
             raise ZhnerError(
                 f"this model has no {name} table of the character vectors' dimension to start from it "
