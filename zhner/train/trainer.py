@@ -585,13 +585,14 @@ def train(
         if distributed.agree(stop_reason != "completed", ctx):
             break
 
-    if not ctx.is_main:
-        return {}
-    tagger.metrics = _metrics(config, tagger.task, state, started, stop_reason, dev_label)
-    tagger.save_metrics(out_dir)
-    if stop_reason != "time_budget":
-        ckpt_path.unlink(missing_ok=True)
-    return tagger.metrics
+    if ctx.is_main:
+        tagger.metrics = _metrics(config, tagger.task, state, started, stop_reason, dev_label)
+        tagger.save_metrics(out_dir)
+        if stop_reason != "time_budget":
+            ckpt_path.unlink(missing_ok=True)
+    del step_model
+    distributed.finish(ctx)
+    return tagger.metrics if ctx.is_main else {}
 
 
 def _budget_spent(tc: TrainConfig, state: dict) -> bool:
