@@ -159,6 +159,16 @@ def test_cli_translate_writes_records_and_reports(tmp_path, monkeypatch):
     assert FileTranslator(out).translate(["上海"]) == [""]  # the output reads back as a file translator
 
 
+def test_cli_translate_names_the_line_that_is_not_utf8(tmp_path):
+    from test_cli import assert_clean_error, zhner
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("北京\n".encode() + b"\xff\xfe\n")
+    out = tmp_path / "out.jsonl"
+    assert_clean_error(zhner("translate", bad, "-o", out, "--translator", "file:unused.jsonl", "--no-cache"), f"{bad}:2", "UTF-8")
+    assert not out.exists()
+
+
 def test_jsonl_corpus_carries_translations(tmp_path):
     from zhner.data.corpus import read_corpus
 

@@ -582,15 +582,17 @@ def vectors(
     )
 
 
-def _raw_texts(source: str) -> list[str]:
-    """The texts of a dataset's train split, a corpus file, or a .txt file (a text a line, blank lines skipped)."""
+def _raw_texts(source: str, all_splits: bool = False) -> list[str]:
+    """The texts of a dataset (its train split, or every split), a corpus file, or a .txt file (a text a line, blank
+    lines skipped; a line that is not UTF-8 is an error naming it)."""
     from zhner.data.catalogue import DATASETS
     from zhner.data.corpus import read_corpus
     from zhner.data.registry import load_dataset
     from zhner.fileio import reading
 
     if not Path(source).exists() and source in DATASETS:
-        return [ex.text for ex in load_dataset(source)["train"]]
+        splits = load_dataset(source)
+        return [ex.text for name, corpus in splits.items() if all_splits or name == "train" for ex in corpus]
     if Path(source).suffix == ".txt":
         with reading(source, "a text file"):
             raw = Path(source).read_bytes()
@@ -618,20 +620,11 @@ def translate(
     """Translate a corpus's sentences into English once, for ACT-S (model.translator: file:OUTPUT). Each distinct text
     gets one record; a text the translator cannot translate gets "" (a missing translation, not an error). Speed
     (sentences/s) and coverage (share of non-empty translations) go to stderr."""
-    from zhner.data.catalogue import DATASETS
-    from zhner.data.corpus import read_corpus
     from zhner.data.example import Example
-    from zhner.data.registry import load_dataset
-    from zhner.fileio import atomic_open, reading
+    from zhner.fileio import atomic_open
     from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 
-    if not Path(data).exists() and data in DATASETS:
-        texts = [ex.text for corpus in load_dataset(data).values() for ex in corpus]
-    elif Path(data).suffix == ".txt":
-        with reading(data, "a text file"):
-            texts = [line.strip() for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()]
-    else:
-        texts = [ex.text for ex in read_corpus(data)]
+    texts = _raw_texts(data, all_splits=True)
     examples = [Example(list(text)) for text in dict.fromkeys(texts)]
     tr = make_translator(translator)
     store = TranslationCache(translation_cache_path()) if cache else None
