@@ -126,6 +126,79 @@ def test_corrupt_model_directories(trained, tmp_path):
         Tagger.load(tmp_path / "nothing")
 
 
+def _damage(directory, what):
+    vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+    if what == "config is a directory":
+        (directory / "config.yaml").unlink()
+        (directory / "config.yaml").mkdir()
+    elif what == "config is a list":
+        (directory / "config.yaml").write_text("- 1\n", encoding="utf-8")
+    elif what == "model is a number":
+        (directory / "config.yaml").write_text("model: 5\n", encoding="utf-8")
+    elif what == "vocab is a list":
+        (directory / "vocab.json").write_text("[1, 2]", encoding="utf-8")
+    elif what == "vocab without chars":
+        del vocab["fields"]["chars"]
+        (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    elif what == "fields is a list":
+        vocab["fields"] = []
+        (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    elif what == "labels are numbers":
+        vocab["task"]["labels"] = [1, 2]
+        (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    elif what == "vocab is not UTF-8":
+        (directory / "vocab.json").write_bytes(b"\xff\xfe{}")
+    elif what == "metrics is a list":
+        (directory / "metrics.json").write_text("[1]", encoding="utf-8")
+    elif what == "integer over the digit limit":
+        (directory / "metrics.json").write_text('{"seed": ' + "9" * 5000 + "}", encoding="utf-8")
+
+
+# (damage, the file the error names, a fragment of the message); each gives a ZhnerError from Tagger.load and, where
+# its files say too little for `info` to report (all but a vocabulary without its character field), from model_info
+DAMAGES = [
+    ("config is a directory", "config.yaml", "is a directory"),
+    ("config is a list", "config.yaml", "expected a mapping, found a list"),
+    ("model is a number", "config.yaml", "model"),
+    ("vocab is a list", "vocab.json", "expected a mapping, found a list"),
+    ("vocab without chars", "vocab.json", "malformed vocabulary"),
+    ("fields is a list", "vocab.json", "malformed vocabulary|fields: expected a mapping"),
+    ("labels are numbers", "vocab.json", "malformed vocabulary|labels"),
+    ("vocab is not UTF-8", "vocab.json", "corrupt file"),
+    ("metrics is a list", "metrics.json", "expected a mapping, found a list"),
+    ("integer over the digit limit", "metrics.json", "corrupt file"),
+]
+
+
+@pytest.mark.parametrize("what,file,fragment", DAMAGES, ids=[d[0] for d in DAMAGES])
+def test_damaged_model_directory_is_an_error_naming_the_file(trained, tmp_path, what, file, fragment):
+    from zhner.errors import ZhnerError
+    from zhner.info import model_info
+    import shutil
+
+    bad = tmp_path / "m"
+    shutil.copytree(trained[0], bad)
+    _damage(bad, what)
+    for read in (Tagger.load, model_info) if what != "vocab without chars" else (Tagger.load,):
+        with pytest.raises(ZhnerError, match=fragment) as caught:
+            read(bad)
+        assert str(bad / file) in str(caught.value), (read, str(caught.value))
+
+
+def test_info_survives_weights_that_are_not_safetensors(trained, tmp_path):
+    from zhner.info import model_info
+    import shutil
+
+    bad = tmp_path / "m"
+    shutil.copytree(trained[0], bad)
+    assert model_info(bad)["parameters"] > 0
+    # a random 8-byte header length asked for an allocation of that size (MemoryError)
+    (bad / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + b"{}")
+    assert model_info(bad)["parameters"] is None
+    (bad / "model.safetensors").write_bytes((12).to_bytes(8, "little") + b'{"a": [1,2]}')
+    assert model_info(bad)["parameters"] is None
+
+
 @pytest.mark.parametrize("extra", [[], ["train.average_epochs=0.5"]], ids=["last-weights", "averaged"])
 def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data, extra):
     """Kill a training process mid-epoch (SIGKILL, after its first checkpoint); resuming must end exactly where

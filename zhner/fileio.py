@@ -80,6 +80,15 @@ def reading(path: str | Path, expected: str = "a file") -> Iterator[None]:
         raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
 
 
+def require_mapping(value: object, path: str | Path, field: str | None = None) -> dict:
+    """`value` (a parsed YAML / JSON file, or its `field`) when it is a mapping, else an error naming the file."""
+    if isinstance(value, dict):
+        return value
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}
+    found = "nothing" if value is None else names.get(type(value), type(value).__name__)
+    raise ZhnerError(f"{field + ': ' if field else ''}expected a mapping, found {found}", path)
+
+
 def read_jsonl_cache(path: Path, add: Callable[[dict], None], bad: str) -> None:
     """Feed each record of an append-only JSONL cache to `add` (nothing when the file does not exist yet); a line that
     is not JSON, or that `add` rejects with ValueError / KeyError / TypeError, is a ZhnerError `bad` at its line."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from zhner.errors import ZhnerError
-from zhner.fileio import reading
+from zhner.fileio import reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -22,14 +22,17 @@ def model_info(directory: str | Path) -> dict:
     config = _load(directory / CONFIG, yaml.safe_load)
     vocab = _load(directory / VOCAB, json.loads)
     metrics = _load(directory / METRICS, json.loads) if (directory / METRICS).exists() else {}
-    if not isinstance(config, dict) or not isinstance(vocab, dict) or not isinstance(metrics, dict):
-        raise ZhnerError("not a model directory (config.yaml / vocab.json are not mappings)", directory)
-    model, data = config.get("model") or {}, config.get("data") or {}
-    fields, task = vocab.get("fields") or {}, vocab.get("task") or {}  # format 2; older directories are one flat dict
+    model, data = _section(config, "model", directory / CONFIG), _section(config, "data", directory / CONFIG)
+    # format 2; older directories are one flat dict
+    fields, task = _section(vocab, "fields", directory / VOCAB), _section(vocab, "task", directory / VOCAB)
     kind = task.get("kind", "tagging")
     tags = task.get("labels") or vocab.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ZhnerError("task.labels: expected a list of strings", directory / VOCAB)
     labels = sorted({t[2:] for t in tags if t != "O" and len(t) > 2}) if kind == "tagging" else list(tags)
-    chars = (fields.get("chars") or {}).get("vocab") if fields else vocab.get("chars")
+    chars = _section(fields, "chars", directory / VOCAB).get("vocab") if fields else vocab.get("chars")
+    if chars is not None and not isinstance(chars, (list, dict)):
+        raise ZhnerError("the character vocabulary: expected a list", directory / VOCAB)
     lexicon = directory / LEXICON
     return {
         "model": model.get("name"),
@@ -49,13 +52,20 @@ def model_info(directory: str | Path) -> dict:
     }
 
 
-def _load(path: Path, parse):
+def _load(path: Path, parse) -> dict:
+    """A YAML / JSON file of the model directory, which must hold a mapping."""
     with reading(path, "a file of the model directory"):
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     try:
-        return parse(text)
-    except (ValueError, yaml.YAMLError) as exc:
+        data = parse(raw.decode("utf-8"))
+    except (ValueError, yaml.YAMLError) as exc:  # UnicodeDecodeError is a ValueError
         raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+    return require_mapping(data, path)
+
+
+def _section(owner: dict, key: str, path: Path) -> dict:
+    value = owner.get(key)
+    return {} if value is None else require_mapping(value, path, key)
 
 
 def _headline(result: dict | None) -> dict | None:
@@ -63,27 +73,41 @@ def _headline(result: dict | None) -> dict | None:
         return None
     if "strict" not in result:  # a classifier's
         return {k: result.get(k) for k in ("accuracy", "mcc", "macro_f1")} if "accuracy" in result else None
-    return {"f1_strict": result["strict"].get("f1"), "f1_lenient": (result.get("lenient") or {}).get("f1")}
+    strict, lenient = result.get("strict"), result.get("lenient")
+    return {
+        "f1_strict": strict.get("f1") if isinstance(strict, dict) else None,
+        "f1_lenient": lenient.get("f1") if isinstance(lenient, dict) else None,
+    }
 
 
 def _parameters(path: Path) -> int | None:
-    """The number of weights, from the safetensors header (8-byte length, then JSON {name: {shape, ...}})."""
+    """The number of weights, from the safetensors header (8-byte length, then JSON {name: {shape, ...}}); None when
+    the file is missing or its header is not one (the weights themselves are checked when the model loads)."""
     try:
         with open(path, "rb") as fh:
             (size,) = struct.unpack("<Q", fh.read(8))
+            if size > path.stat().st_size - 8:  # a random length would ask for an allocation of that size
+                return None
             header = json.loads(fh.read(size))
     except (OSError, struct.error, ValueError):
         return None
+    if not isinstance(header, dict):
+        return None
     total = 0
     for name, entry in header.items():
-        if name != "__metadata__":
-            count = 1
-            for dim in entry.get("shape", []):
-                count *= dim
-            total += count
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            return None
+        count = 1
+        for dim in shape:
+            count *= dim
+        total += count
     return total
 
 
 def _count_lines(path: Path) -> int:
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())
+    with reading(path, "the lexicon file"):
+        with open(path, "rb") as fh:
+            return sum(1 for line in fh if line.strip())

@@ -26,7 +26,7 @@ from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import atomic_write_text
+from zhner.fileio import atomic_write_text, require_mapping
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -133,7 +133,7 @@ class Pipeline:
             raise ZhnerError("no such model directory", directory)
         try:
             return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
 
     @classmethod
@@ -153,8 +153,8 @@ class Pipeline:
         try:
             vocab = Featurizer.upgrade(read_json(directory / VOCAB))
             task = task_from_dict(vocab["task"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
         if cls.kind != task.kind:
             other = "Classifier" if cls.kind == "tagging" else "Tagger"
             raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", directory)
@@ -165,10 +165,10 @@ class Pipeline:
             lexicon = Lexicon.load(directory / LEXICON)
         try:
             featurizer = Featurizer.from_dict(vocab, lexicon, task)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
-        config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
-        model = build_model(config, featurizer)
+            config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
+            model = build_model(config, featurizer)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
         try:
             state = load_file(str(directory / WEIGHTS))
         except FileNotFoundError:
@@ -177,9 +177,11 @@ class Pipeline:
             raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
         try:
             model.load_state_dict(state)
-        except RuntimeError as exc:
-            first = str(exc).splitlines()[0]
-            raise ZhnerError(f"weights do not fit the config/vocabulary: {first}", directory / WEIGHTS) from None
+        except RuntimeError as exc:  # torch lists each tensor that does not fit on a line of its own after a header
+            lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()] or [str(exc)]
+            detail = "; ".join(lines)
+            detail = detail if len(detail) <= 400 else detail[:400] + " ..."
+            raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", directory / WEIGHTS) from None
         metrics_path = directory / METRICS
         metrics = read_json(metrics_path) if metrics_path.exists() else {}
         return cls(model, featurizer, config, metrics)
@@ -235,18 +237,24 @@ class Pipeline:
 
 
 def read_yaml(path: Path) -> dict:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ZhnerError("missing file in the model directory", path) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+    return _read_mapping(path, lambda text: yaml.safe_load(text) or {}, yaml.YAMLError)
 
 
 def read_json(path: Path) -> dict:
+    return _read_mapping(path, json.loads, ValueError)  # JSONDecodeError, or an integer over Python's digit limit
+
+
+def _read_mapping(path: Path, parse: Callable[[str], Any], parse_error: type[Exception]) -> dict:
+    """A model directory's YAML / JSON file, which must hold a mapping; every way it can be unreadable is an error
+    naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ZhnerError("missing file in the model directory", path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise ZhnerError("is a directory, expected a file", path) from None
+    except OSError as exc:
+        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+    except (parse_error, UnicodeDecodeError) as exc:
         raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+    return require_mapping(data, path)
