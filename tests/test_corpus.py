@@ -96,6 +96,9 @@ def test_bad_jsonl(tmp_path):
         read_corpus(write(tmp_path, "b.jsonl", '{"text": "abcd", "entities": [[0, 3, "X"], [2, 4, "Y"]]}\n'))
     with pytest.raises(ZhnerError, match='"text"'):
         read_corpus(write(tmp_path, "c.jsonl", '{"txt": "abcd"}\n'))
+    with pytest.raises(ZhnerError, match="too long to read") as err:  # Python reads at most 4,300 digits
+        read_corpus(write(tmp_path, "d.jsonl", '{"text": "a"}\n{"text": "a", "id": ' + "9" * 5000 + "}\n"))
+    assert ":2:" in str(err.value)
 
 
 def test_strict_scheme_check(tmp_path):

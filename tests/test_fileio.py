@@ -33,3 +33,7 @@ def test_atomic_open_failure_and_directories(tmp_path):
     with pytest.raises(ZhnerError, match="is not a directory"):
         check_output_dir(tmp_path / "f" / "run")
     check_output_dir(tmp_path / "new" / "run")  # not there yet: fine
+    with pytest.raises(ZhnerError, match="a parent of this path is a file"):
+        atomic_write_text(tmp_path / "f" / "x.txt", "x")
+    with pytest.raises(ZhnerError, match="cannot write"):  # /proc takes no new files
+        atomic_write_text("/proc/zhner-test.txt", "x")

@@ -97,6 +97,14 @@ def test_read_runs_layouts_and_errors(tmp_path):
     (tmp_path / "bad" / "seeds.json").write_text(json.dumps([run(1, 80.0), run(1, 81.0)]), encoding="utf-8")
     with pytest.raises(ZhnerError, match="seed 1 appears twice"):
         read_runs(tmp_path / "bad")
+    for summaries in ([{"seed": 1, "test": 5}], [{"seed": 1, "test": {"f1_strict": "x"}}], [{"seed": True, "test": None}]):
+        (tmp_path / "bad" / "seeds.json").write_text(json.dumps(summaries), encoding="utf-8")
+        with pytest.raises(ZhnerError, match="seeds.json: expected a list of run summaries"):
+            read_runs(tmp_path / "bad")
+    (tmp_path / "bad" / "seeds.json").unlink()
+    (tmp_path / "bad" / "seeds.json").mkdir()
+    with pytest.raises(ZhnerError, match="seeds.json: is a directory"):
+        read_runs(tmp_path / "bad")
 
 
 # -- two single runs: approximate randomization over sentences ---------------------------------------------------------

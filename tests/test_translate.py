@@ -28,7 +28,7 @@ def test_file_translator_missing_text_is_empty(tmp_path):
 
 @pytest.mark.parametrize(
     "line, match",
-    [("{not json", "not JSON"), ('{"text": "a"}', "translation"), ('{"translation": "x"}', "record"), ("[1]", "record")],
+    [("{not json", "invalid JSON"), ('{"text": "a"}', "translation"), ('{"translation": "x"}', "record"), ("[1]", "record")],
 )
 def test_file_translator_malformed_line_names_it(tmp_path, line, match):
     path = tmp_path / "t.jsonl"
@@ -36,6 +36,33 @@ def test_file_translator_malformed_line_names_it(tmp_path, line, match):
     with pytest.raises(ZhnerError, match=match) as err:
         FileTranslator(path)
     assert f"{path}:3" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "line, match", [(b"\xff\xfe", "not UTF-8"), (b'{"text": "a", "translation": "b", "n": ' + b"9" * 5000 + b"}", "too long")]
+)
+def test_translation_files_and_caches_name_an_unreadable_line(tmp_path, line, match):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"text": "a", "translation": "b"}\n' + line + b"\n")
+    with pytest.raises(ZhnerError, match=match) as err:
+        FileTranslator(path)
+    assert f"{path}:2" in str(err.value)
+    cache = tmp_path / "cache.jsonl"
+    cache.write_bytes(b'{"translator": "t", "text": "a", "translation": "b"}\n' + line + b"\n")
+    with pytest.raises(ZhnerError, match="not UTF-8|not a translation-cache record") as err:
+        TranslationCache(cache)
+    assert f"{cache}:2" in str(err.value)
+
+
+def test_translation_cache_at_an_unusable_path(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ZhnerError, match="is a directory"):
+        TranslationCache(tmp_path / "dir")
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(ZhnerError, match="is a file, not a directory"):
+        cache = TranslationCache(tmp_path / "file" / "cache.jsonl")
+        cache.put("t", "北京", "Beijing")
+        cache.save()
 
 
 def test_unknown_translator_and_missing_file(tmp_path):
@@ -159,13 +186,16 @@ def test_cli_translate_writes_records_and_reports(tmp_path, monkeypatch):
     assert FileTranslator(out).translate(["上海"]) == [""]  # the output reads back as a file translator
 
 
-def test_cli_translate_names_the_line_that_is_not_utf8(tmp_path):
+def test_cli_translate_refuses_a_line_that_is_not_utf8_and_an_empty_source(tmp_path):
     from test_cli import assert_clean_error, zhner
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes("北京\n".encode() + b"\xff\xfe\n")
     out = tmp_path / "out.jsonl"
     assert_clean_error(zhner("translate", bad, "-o", out, "--translator", "file:unused.jsonl", "--no-cache"), f"{bad}:2", "UTF-8")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    assert_clean_error(zhner("translate", empty, "-o", out, "--translator", "file:unused.jsonl", "--no-cache"), str(empty), "no text")
     assert not out.exists()
 
 

@@ -32,11 +32,9 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     path = Path(path)
     if path.is_dir():  # os.replace would fail only at the end, after all the work
         raise ZhnerError("is a directory; name a file to write", path)
-    try:
+    with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ZhnerError("a parent of this path is a file, not a directory", path) from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 less the umask)
@@ -89,24 +87,62 @@ def require_mapping(value: object, path: str | Path, field: str | None = None) -
     raise ZhnerError(f"{field + ': ' if field else ''}expected a mapping, found {found}", path)
 
 
+def utf8_lines(path: str | Path, expected: str = "a text file") -> Iterator[tuple[int, str]]:
+    """(line number from 1, line) of a UTF-8 text file; a line that is not UTF-8 is an error naming it."""
+    with reading(path, expected):
+        with open(path, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ZhnerError("not UTF-8 text", path, n) from None
+                yield n, line
+
+
+def json_value(line: str, path: str | Path, lineno: int) -> object:
+    """One line of a JSONL file, parsed; what is not JSON (or nests too deeply, or holds an integer too long for
+    Python to read) is an error naming path:lineno."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ZhnerError(f"invalid JSON: {exc.msg}", path, lineno) from None
+    except RecursionError:
+        raise ZhnerError("invalid JSON: nested too deeply", path, lineno) from None
+    except ValueError:  # int("9" * 5000): over Python's limit on digits
+        raise ZhnerError("invalid JSON: a number too long to read", path, lineno) from None
+
+
 def read_jsonl_cache(path: Path, add: Callable[[dict], None], bad: str) -> None:
     """Feed each record of an append-only JSONL cache to `add` (nothing when the file does not exist yet); a line that
     is not JSON, or that `add` rejects with ValueError / KeyError / TypeError, is a ZhnerError `bad` at its line."""
-    if not path.is_file():
+    if not path.exists():
         return
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                add(json.loads(line))
-            except (ValueError, KeyError, TypeError):
-                raise ZhnerError(bad, path, n) from None
+    for n, line in utf8_lines(path, "a JSONL cache file"):
+        if not line.strip():
+            continue
+        try:
+            add(json_value(line, path, n))
+        except (ZhnerError, ValueError, KeyError, TypeError):
+            raise ZhnerError(bad, path, n) from None
 
 
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     """Append records to a JSONL file, one per line, creating it and its folder if need be."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn the OS errors of creating or writing `path` (or its folder) into one-line user errors naming it."""
+    try:
+        yield
+    except IsADirectoryError:
+        raise ZhnerError("is a directory; name a file to write", path) from None
+    except (FileExistsError, NotADirectoryError):
+        raise ZhnerError("a parent of this path is a file, not a directory", path) from None
+    except OSError as exc:
+        raise ZhnerError(f"cannot write: {exc.strerror}", path) from None

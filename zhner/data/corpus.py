@@ -38,7 +38,7 @@ from zhner.data.schemes import (
 )
 from zhner.data.wordconll import DOCSTART, parse_word_columns
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open, reading
+from zhner.fileio import atomic_open, json_value, reading
 
 FORMATS = ("auto", "conll", "weibo", "conll-words", "jsonl", "tsv", "cola")
 CLASSIFICATION_FORMATS = ("tsv", "cola")
@@ -239,14 +239,29 @@ def _parse_columns(path: Path, lines: list[str], weibo: bool, labelled: bool) ->
     return sentences
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object) -> str | None:
+    """The first lone surrogate in a string, or in the strings (keys too) of a parsed JSON value; None if there is none."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return found.group() if found else None
+    items = value.items() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for item in items:
+        for part in item if isinstance(value, dict) else (item,):
+            found = lone_surrogate(part)
+            if found is not None:
+                return found
+    return None
+
+
 def text_record(line: str, path: str | Path, lineno: int) -> dict:
     """One JSONL line -> a record with a string field "text" (other fields kept), or ZhnerError naming path:lineno."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ZhnerError(f"invalid JSON: {exc.msg}", path, lineno) from None
-    except RecursionError:
-        raise ZhnerError("invalid JSON: nested too deeply", path, lineno) from None
+    record = json_value(line, path, lineno)
+    bad = lone_surrogate(record)
+    if bad is not None:  # JSON allows "\ud800" escapes, but such a string cannot be written back as UTF-8
+        raise ZhnerError(f"lone surrogate U+{ord(bad):04X} in a string (not a Unicode character)", path, lineno)
     if not isinstance(record, dict) or not isinstance(record.get("text"), str):
         raise ZhnerError('expected a JSON object with a string field "text"', path, lineno)
     return record

@@ -23,6 +23,7 @@ import numpy as np
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import NERScorer, headline
+from zhner.fileio import reading
 
 METRICS = ("test.f1_strict", "test.f1_lenient", "test.p", "test.r", "dev.f1_strict")
 CLASSIFICATION_METRICS = ("test.accuracy", "test.mcc", "test.macro_f1", "dev.accuracy", "dev.mcc")
@@ -137,10 +138,20 @@ def _summary_from_metrics(metrics: dict) -> dict:
 
 
 def _read_json(path: Path):
+    with reading(path, "a JSON file"):
+        raw = path.read_bytes()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # not JSON, not UTF-8, or a number too long to read
         raise ZhnerError(f"corrupt JSON ({type(exc).__name__})", path) from None
+
+
+def _is_scores(value: object) -> bool:
+    """A run summary's "dev" / "test": absent, or a flat mapping of metric -> number (or null)."""
+    numbers = (int, float)
+    return value is None or isinstance(value, dict) and all(
+        v is None or isinstance(v, numbers) and not isinstance(v, bool) for v in value.values()
+    )
 
 
 def read_runs(path: str | Path) -> dict[int, dict]:
@@ -157,8 +168,11 @@ def read_runs(path: str | Path) -> dict[int, dict]:
             raise ZhnerError("no seeds.json, seed*/metrics.json or metrics.json: not a run directory", path)
         summaries = [_summary_from_metrics(_read_json(f)) for f in files]
         where = path
-    if not isinstance(summaries, list) or not all(isinstance(s, dict) and isinstance(s.get("seed"), int) for s in summaries):
-        raise ZhnerError("expected a list of run summaries, each with an integer seed", where)
+    if not isinstance(summaries, list) or not all(
+        isinstance(s, dict) and type(s.get("seed")) is int and _is_scores(s.get("dev")) and _is_scores(s.get("test"))
+        for s in summaries
+    ):
+        raise ZhnerError('expected a list of run summaries, each with an integer seed and "dev" / "test" scores', where)
     runs: dict[int, dict] = {}
     for s in summaries:
         if s["seed"] in runs:

@@ -226,6 +226,8 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits, schema:
         raise RequestError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "body") from None
     except RecursionError:  # e.g. 100,000 nested '[': the parser recurses once per level
         raise RequestError(400, "body is not valid JSON for this service: arrays or objects nested too deeply", "body") from None
+    except ValueError:  # an integer of over 4,300 digits, which Python refuses to convert
+        raise RequestError(400, "body is not valid JSON for this service: a number too long to read", "body") from None
     try:
         request = schema.model_validate(payload)
     except ValidationError as exc:

@@ -1,12 +1,11 @@
 """The translator interface, the precomputed-file translator and the spec parser."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from zhner.errors import ZhnerError
-from zhner.fileio import reading
+from zhner.fileio import json_value, utf8_lines
 
 SPECS = "file:PATH, cedict or model:DIR"
 
@@ -26,21 +25,16 @@ def read_translations(path: str | Path) -> dict[str, str]:
     wins). Blank lines are skipped; anything else that is not such a record is a ZhnerError naming file:line."""
     path = Path(path)
     table: dict[str, str] = {}
-    with reading(path, "a JSONL file of translations"):
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ZhnerError(f"not JSON: {exc.msg}", path, lineno) from None
-                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                    raise ZhnerError('a record must be {"text": str, "translation": str}', path, lineno)
-                translation = record.get("translation")
-                if not isinstance(translation, str):
-                    raise ZhnerError('"translation" must be a string ("" for a missing one)', path, lineno)
-                table[record["text"]] = translation
+    for lineno, line in utf8_lines(path, "a JSONL file of translations"):
+        if not line.strip():
+            continue
+        record = json_value(line, path, lineno)
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ZhnerError('a record must be {"text": str, "translation": str}', path, lineno)
+        translation = record.get("translation")
+        if not isinstance(translation, str):
+            raise ZhnerError('"translation" must be a string ("" for a missing one)', path, lineno)
+        table[record["text"]] = translation
     return table
 
 
