@@ -11,7 +11,7 @@ from conftest import REPO, TINY_TENER
 
 def zhner(*args, stdin=None, cwd=REPO):
     return subprocess.run(
-        [sys.executable, "-m", "zhner.cli", *map(str, args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "zhner.cli", *(a if isinstance(a, bytes) else str(a) for a in args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 
@@ -196,6 +196,11 @@ def test_predict_outputs_read_back_and_jsonl_input(tmp_path):
     assert json.loads(res.stdout)["text"] == "张三在北京大学工作"
     assert_clean_error(zhner("predict", "--input-format", "jsonl", "-", stdin='{"text": 5}\n'), "<stdin>:1", '"text"')
     assert_clean_error(zhner("predict", src, "--text", "x"), "--text")
+    # strings that cannot be written back as UTF-8: a JSON "\ud800" escape (in any field), bytes on the command line
+    bad = '{"text": "ab"}\n{"text": "ab", "id": {"k\\udc00": 1}}\n'
+    assert_clean_error(zhner("predict", "--input-format", "jsonl", "-o", tmp_path / "never.jsonl", "-", stdin=bad), "<stdin>:2", "U+DC00")
+    assert not (tmp_path / "never.jsonl").exists()
+    assert_clean_error(zhner("predict", "--text", b"\xff\xfe"), "--text", "UTF-8")
 
 
 def test_info_device_and_label_warning(tmp_path):

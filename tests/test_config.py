@@ -30,6 +30,9 @@ def test_overrides():
     "override,message",
     [
         ("train.lr=-1", "train.lr: Input should be greater than 0"),
+        ("train.lr=.inf", "train.lr: Input should be a finite number"),  # YAML's infinity: trained to NaN before
+        ("model.dropout=.nan", "model.dropout: Input should be a finite number"),
+        ("train.seed=-1", "train.seed: Input should be greater than or equal to 0"),  # numpy and random refuse it
         ("train.optimizer=adam", "train.optimizer"),
         ("model.heads=many", "model.heads: Input should be a valid integer"),
         ("model.nonsense=1", "model.nonsense: Extra inputs are not permitted"),

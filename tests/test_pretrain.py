@@ -126,6 +126,9 @@ def test_vectors_cli(tmp_path):
     bad.write_bytes("北京\n".encode() + b"\xff\xfe\n")
     assert_clean_error(zhner("vectors", bad, "-o", tmp_path / "never.txt"), f"{bad}:2", "UTF-8")
     assert_clean_error(zhner("vectors", tmp_path / "missing.txt", "-o", tmp_path / "never.txt"), "missing.txt")
+    (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
+    assert_clean_error(zhner("vectors", tmp_path / "empty.txt", "-o", tmp_path / "never.txt"), "empty.txt", "no text")
+    assert_clean_error(zhner("vectors", text, "-o", tmp_path / "never.txt", "--seed", "-1"), "--seed")
     res = zhner("vectors", text, "-o", tmp_path, "--unit", "char", "--min-count", "1")
     assert_clean_error(res, str(tmp_path), "is a directory")
     assert "skip-gram epoch" not in res.stderr  # refused before any training

@@ -305,6 +305,9 @@ def test_deeply_nested_json_is_a_400(server):
     for body in (b"[" * 19_000, b"{\"text\": " + b"[" * 9_000 + b"]" * 9_000 + b"}"):  # LIMITS: 20,000 bytes
         res = client.post("/v1/ner", content=body, headers=JSON)
         assert res.status_code == 400 and res.json()["field"] == "body" and "nested too deeply" in res.json()["error"]
+    # Python converts at most 4,300 digits to an int: json.loads raises a ValueError that is not a JSONDecodeError
+    res = client.post("/v1/ner", content=b'{"text": "a", "nbest": ' + b"9" * 5000 + b"}", headers=JSON)
+    assert res.status_code == 400 and res.json()["field"] == "body" and "too long" in res.json()["error"]
     assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
 
 
@@ -600,6 +603,12 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
 def test_serve_errors_are_one_line(tmp_path, monkeypatch, capsys):
     code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path / "none")
     assert code == 2 and err.strip().startswith("error: ") and "no such model directory" in err
+    with socket.socket() as taken:  # uvicorn logged its own error and exited 3
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path / "none", "--port", port)
+    assert code == 2 and err.strip() == f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     monkeypatch.setitem(sys.modules, "fastapi", None)  # as if fastapi were not installed
     monkeypatch.delitem(sys.modules, "zhner.serve.app")
     code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path)

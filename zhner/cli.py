@@ -29,6 +29,8 @@ data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksu
 app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+MAX_SEED = 2**32 - 1  # numpy's and Python's random generators take seeds in [0, 2^32)
+MAX_RESAMPLES = 10_000_000  # a randomization test's p has a floor of 1 / (resamples + 1); 10^7 takes about a minute
 
 
 def _echo_err(message: str) -> None:
@@ -138,8 +140,10 @@ def compare(
         None, "--on", help="compare two single trained taggers sentence by sentence on this labelled data (a corpus "
         "file, or a dataset name: its test split; NAME:dev for dev) instead of over seeds"
     ),
-    resamples: int = typer.Option(10_000, "--resamples", min=1, help="with --on: shuffles of the randomization test"),
-    seed: int = typer.Option(0, "--seed", help="with --on: the shuffles' random seed"),
+    resamples: int = typer.Option(
+        10_000, "--resamples", min=1, max=MAX_RESAMPLES, help="with --on: shuffles of the randomization test"
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="with --on: the shuffles' random seed"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="with --on: cpu, cuda, or auto (a GPU when CUDA is available)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
@@ -359,6 +363,7 @@ def predict(
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
     import zhner
+    from zhner.data.corpus import lone_surrogate
     from zhner.serve.predict import predict_stream
 
     if fmt not in ("jsonl", "conll"):
@@ -369,6 +374,8 @@ def predict(
         raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
     if text is not None and input_file != "-":
         raise ZhnerError("--text and INPUT_FILE: give one of them")
+    if text is not None and lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
+        raise ZhnerError("--text: not valid UTF-8 text")
     if output is not None and output.is_dir():
         raise ZhnerError("is a directory; name the file to write", output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
@@ -475,6 +482,7 @@ def serve(
         raise
     import zhner
 
+    _check_listen(host, port)  # before the model loads; uvicorn would log its own error and exit 3
     path = resolve_model_dir(model_dir)
     limits = Limits(
         max_body_bytes=max_body_bytes,
@@ -505,8 +513,10 @@ def score(
         None, "--against", help="a second predicted tag file of the same sentences: score both and test the difference "
         "(paired approximate randomization over sentences)"
     ),
-    resamples: int = typer.Option(10_000, "--resamples", min=1, help="with --against: shuffles of the randomization test"),
-    seed: int = typer.Option(0, "--seed", help="with --against: the shuffles' random seed"),
+    resamples: int = typer.Option(
+        10_000, "--resamples", min=1, max=MAX_RESAMPLES, help="with --against: shuffles of the randomization test"
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="with --against: the shuffles' random seed"),
 ) -> None:
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc. With --against,
     the strict and lenient F1 of PRED and of the second file, and whether they differ (p of a paired approximate
@@ -542,12 +552,12 @@ def vectors(
     base: Optional[str] = typer.Option(
         None, "--base", help="vectors written first, e.g. lac: the file then serves as embeddings.char_vectors on its own"
     ),
-    dim: int = typer.Option(128, "--dim", min=1),
-    window: int = typer.Option(5, "--window", min=1),
-    negatives: int = typer.Option(5, "--negatives", min=1),
+    dim: int = typer.Option(128, "--dim", min=1, max=4096),
+    window: int = typer.Option(5, "--window", min=1, max=100),
+    negatives: int = typer.Option(5, "--negatives", min=1, max=100),
     min_count: int = typer.Option(5, "--min-count", min=1, help="rarer tokens get no row (a model composes them)"),
-    epochs: int = typer.Option(5, "--epochs", min=1),
-    seed: int = typer.Option(0, "--seed"),
+    epochs: int = typer.Option(5, "--epochs", min=1, max=1000),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
 ) -> None:
     """Pretrain character, bigram or word vectors on raw text with skip-gram and negative sampling (the kind of table
     the papers' models start from): use a bigram file with --set embeddings.bigram_vectors=OUTPUT, a word file with
@@ -566,6 +576,8 @@ def vectors(
         raise ZhnerError("a parent of this path is a file, not a directory", output)
     start = time.perf_counter()
     texts = [text for source in sources for text in _raw_texts(source)]
+    if not texts:
+        raise ZhnerError(f"no text in {', '.join(sources)}: nothing to train on")
     base_vectors = load_vectors(base) if base else None  # read first: a bad --base fails before the training
     if base_vectors is not None and base_vectors.dim != dim:
         raise ZhnerError(f"the base vectors are {base_vectors.dim}-d but --dim is {dim}: they must match to share a file", base)
@@ -608,6 +620,20 @@ def _raw_texts(source: str, all_splits: bool = False) -> list[str]:
     return [ex.text for ex in read_corpus(source)]
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Fail early, with one line, on an address the service cannot listen on (unknown host, port in use)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing socket is no obstacle
+            probe.bind(address)
+    except OSError as exc:
+        raise ZhnerError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+
+
 @app.command()
 def translate(
     data: str = typer.Argument(
@@ -625,6 +651,8 @@ def translate(
     from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 
     texts = _raw_texts(data, all_splits=True)
+    if not texts:
+        raise ZhnerError("no text to translate", data)
     examples = [Example(list(text)) for text in dict.fromkeys(texts)]
     tr = make_translator(translator)
     store = TranslationCache(translation_cache_path()) if cache else None
@@ -641,7 +669,7 @@ def bench(
     as_json: bool = typer.Option(False, "--json"),
     set_: list[str] = typer.Option([], "--set"),
     recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
-    seconds: float = typer.Option(15.0, help="seconds of training to time"),
+    seconds: float = typer.Option(15.0, min=1.0, max=3600.0, help="seconds of training to time"),
 ) -> None:
     """Training and inference throughput (sentences/s) on the config's dataset, one thread; peak memory."""
     from zhner.bench import run_bench

@@ -15,7 +15,7 @@ _TYPE_NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # an infinite rate trains to NaN without a word
 
 
 def _check_type_map(value: dict[str, str | None] | None) -> dict[str, str | None] | None:
@@ -98,7 +98,7 @@ class TrainConfig(_Section):
     average_epochs: float | None = Field(None, gt=0)
     init_from: str | None = None  # a model directory to start from: its labels and weights (zhner.train.warm_start)
     patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
-    seed: int = 42
+    seed: int = Field(42, ge=0, lt=2**32)
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints
     max_minutes: float | None = Field(None, gt=0)  # stop at the end of the epoch that passes this budget
     threads: int = Field(1, ge=1)

@@ -32,7 +32,7 @@ class BaseModelConfig(BaseModel):
     `labels` (tags or class labels, in output order), `scheme` (tagging) and `vocab_sizes` are filled from the data
     when training starts (zhner.pipeline) and saved with the rest."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     labels: list[str] = []
     scheme: str | None = None  # bio / bioes / bmes for taggers: which tag transitions a CRF may forbid
     vocab_sizes: dict[str, int] = {}
@@ -49,7 +49,7 @@ class LocalAttentionSettings(BaseModel):
     window: |i - j| <= local_window tokens; syntax: dependency-tree distance (Eq. 2) <= syntax_distance, from `parser`
     (spacy | udchinese | conllu:PATH; null: spacy for words, udchinese for characters)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     local_attention: Literal["none", "window", "syntax"] = "none"
     local_window: int = Field(3, ge=0)  # WLA's k: a window of 2k + 1 tokens
     syntax_distance: int = Field(3, ge=0)  # SLA's m (Eq. 3)

@@ -154,6 +154,7 @@ class UDChineseParser(Parser):
         udpipe = _require("ufal.udpipe", "the udchinese parser")
         import jieba
 
+        jieba.setLogLevel(60)  # no "Building prefix dict" chatter on stderr
         self.jieba = jieba
         # the pipeline keeps a raw pointer to the model: hold on to it (a collected model crashes the process)
         self.model = udpipe.Model.load(os.path.join(package.PACKAGE_DIR, "ud-chinese.udpipe"))

@@ -77,6 +77,7 @@ class CedictTranslator:
         import jieba
         import jieba.posseg
 
+        jieba.setLogLevel(60)  # no "Building prefix dict" chatter on stderr
         jieba.initialize()  # its dictionary loads here, not inside the first (timed) translation
         self._cut = jieba.posseg.cut
 
