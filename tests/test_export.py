@@ -140,3 +140,5 @@ def test_missing_or_corrupt_onnx_file(tmp_path, shared_data, monkeypatch):
     with pytest.raises(ZhnerError, match=r"could not export model 'tener' to ONNX \(RuntimeError: Could not guard"):
         export_onnx(Tagger.load(out), res_path)
     assert res_path.read_bytes() == b"not a graph" and [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(ZhnerError, match="a parent of this path is a file"):  # was a FileExistsError traceback
+        export_onnx(Tagger.load(out), res_path / "m.onnx")

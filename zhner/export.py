@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from zhner.errors import ZhnerError
+from zhner.fileio import writing
 from zhner.nn.bert import BertCharFeatures
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
@@ -103,7 +104,8 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     shapes = _DIMS | {"local_mask": ("B", "P" if bert is not None else "L", "P" if bert is not None else "L")}
     dynamic = tuple({axis: dims[d] for axis, d in enumerate(shapes[k])} for k in names)
     partial = path.with_name(f".{path.name}.partial")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with torch.no_grad(), warnings.catch_warnings(), _quiet():
             warnings.simplefilter("ignore")
