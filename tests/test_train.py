@@ -146,6 +146,9 @@ def _damage(directory, what):
     elif what == "labels are numbers":
         vocab["task"]["labels"] = [1, 2]
         (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    elif what == "unknown unit":
+        vocab["unit"] = "xyz"
+        (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     elif what == "vocab is not UTF-8":
         (directory / "vocab.json").write_bytes(b"\xff\xfe{}")
     elif what == "metrics is a list":
@@ -155,7 +158,8 @@ def _damage(directory, what):
 
 
 # (damage, the file the error names, a fragment of the message); each gives a ZhnerError from Tagger.load and, where
-# its files say too little for `info` to report (all but a vocabulary without its character field), from model_info
+# its files say too little for `info` to report (all but a vocabulary without its character field or with an unknown
+# unit, which `info` shows as they are), from model_info
 DAMAGES = [
     ("config is a directory", "config.yaml", "is a directory"),
     ("config is a list", "config.yaml", "expected a mapping, found a list"),
@@ -164,6 +168,7 @@ DAMAGES = [
     ("vocab without chars", "vocab.json", "malformed vocabulary"),
     ("fields is a list", "vocab.json", "malformed vocabulary|fields: expected a mapping"),
     ("labels are numbers", "vocab.json", "malformed vocabulary|labels"),
+    ("unknown unit", "vocab.json", "unit 'xyz'"),
     ("vocab is not UTF-8", "vocab.json", "corrupt file"),
     ("metrics is a list", "metrics.json", "expected a mapping, found a list"),
     ("integer over the digit limit", "metrics.json", "corrupt file"),
@@ -179,7 +184,7 @@ def test_damaged_model_directory_is_an_error_naming_the_file(trained, tmp_path, 
     bad = tmp_path / "m"
     shutil.copytree(trained[0], bad)
     _damage(bad, what)
-    for read in (Tagger.load, model_info) if what != "vocab without chars" else (Tagger.load,):
+    for read in (Tagger.load, model_info) if what not in ("vocab without chars", "unknown unit") else (Tagger.load,):
         with pytest.raises(ZhnerError, match=fragment) as caught:
             read(bad)
         assert str(bad / file) in str(caught.value), (read, str(caught.value))

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from zhner.data.classification import UNITS
 from zhner.data.corpus import Corpus
 from zhner.data.example import Example
 from zhner.data.vocab import Vocab, bigrams, normalize_char
@@ -179,7 +180,10 @@ class Featurizer:
     def from_dict(cls, d: dict, lexicon: Lexicon | None = None, task: Any = None) -> "Featurizer":
         """The fields of a format-2 dict (see `upgrade`); the task is built by the caller from d["task"]."""
         fields = [field_from_dict(name, fd, lexicon) for name, fd in d["fields"].items()]
-        return cls(fields, task, d.get("unit", "char"))
+        unit = d.get("unit", "char")
+        if unit not in UNITS:  # another unit would read every text as something the model never saw
+            raise ValueError(f"unit {unit!r}: expected one of {', '.join(UNITS)}")
+        return cls(fields, task, unit)
 
     def vocab_sizes(self) -> dict[str, int]:
         sizes: dict[str, int] = {}
