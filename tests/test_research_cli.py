@@ -66,6 +66,33 @@ def test_sweep_and_seeds_resume_instead_of_retraining(swept):
     assert_clean_error(res, "seed42", "different config")
 
 
+def test_seeds_rerun_over_a_damaged_run_is_an_error_and_keeps_seeds_json(swept, tmp_path):
+    import shutil
+
+    out = tmp_path / "set"
+    shutil.copytree(swept[0] / "topk=3", out)
+    before = json.loads((out / "seeds.json").read_text(encoding="utf-8"))
+    args = ("train", "atssa_resume", "-o", out, "--seeds", "2", *sets(TINY + ["model.topk=3"]))
+    metrics = out / "seed43" / "metrics.json"
+    for damage in ("{bad", "[1, 2]", '{"status": "completed"}'):  # tracebacks before
+        metrics.write_text(damage, encoding="utf-8")
+        assert_clean_error(zhner(*args), str(metrics))
+        # seed 42 was read back and seeds.json rewritten: seed 43's summary is still there
+        assert json.loads((out / "seeds.json").read_text(encoding="utf-8")) == before
+    (out / "seed43" / "config.yaml").write_text("5\n", encoding="utf-8")
+    metrics.write_text(json.dumps(before[1] | {"status": "completed"}), encoding="utf-8")
+    assert_clean_error(zhner(*args), str(out / "seed43" / "config.yaml"), "expected a mapping")
+    # a set whose last seed would be over 2^32 - 1 is refused before any training
+    assert_clean_error(zhner("train", "atssa_resume", "-o", tmp_path / "never", "--seeds", "2", "--set", "train.seed=4294967295"), "--seeds 2")
+    assert not (tmp_path / "never").exists()
+
+
+def test_cli_and_config_agree_on_the_largest_seed():
+    from zhner import cli, config
+
+    assert cli.MAX_SEED == config.MAX_SEED == 2**32 - 1
+
+
 def test_sweep_bad_param():
     from zhner.errors import ZhnerError
     from zhner.train.runs import parse_param

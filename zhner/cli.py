@@ -29,7 +29,7 @@ data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksu
 app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-MAX_SEED = 2**32 - 1  # numpy's and Python's random generators take seeds in [0, 2^32)
+MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
 MAX_RESAMPLES = 10_000_000  # a randomization test's p has a floor of 1 / (resamples + 1); 10^7 takes about a minute
 
 
@@ -72,7 +72,9 @@ def train(
     output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
     recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="train this many seeds (seed, seed+1, ...), one sub-directory each"),
+    seeds: int = typer.Option(
+        1, "--seeds", min=1, max=1000, help="train this many seeds (seed, seed+1, ...), one sub-directory each"
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished model or an interrupted run in OUTPUT"),
     device: str = typer.Option("auto", "--device", help="auto (a GPU when CUDA is available), cpu, or cuda"),
 ) -> None:
@@ -105,7 +107,7 @@ def sweep(
     param: str = typer.Option(..., "--param", help="the parameter and its values, e.g. model.topk=1,2,3,4,5,6"),
     set_: list[str] = typer.Option([], "--set", help="override a config field for every run"),
     recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds per value (seed, seed+1, ...)"),
+    seeds: int = typer.Option(1, "--seeds", min=1, max=1000, help="seeds per value (seed, seed+1, ...)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
 ) -> None:
     """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""

@@ -14,6 +14,9 @@ from zhner.models import MODELS
 _TYPE_NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 
+MAX_SEED = 2**32 - 1  # numpy's and Python's random generators take seeds in [0, 2^32)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # an infinite rate trains to NaN without a word
 
@@ -98,7 +101,7 @@ class TrainConfig(_Section):
     average_epochs: float | None = Field(None, gt=0)
     init_from: str | None = None  # a model directory to start from: its labels and weights (zhner.train.warm_start)
     patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
-    seed: int = Field(42, ge=0, lt=2**32)
+    seed: int = Field(42, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints
     max_minutes: float | None = Field(None, gt=0)  # stop at the end of the epoch that passes this budget
     threads: int = Field(1, ge=1)

@@ -14,13 +14,12 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
 
-from zhner.config import Config, apply_overrides, config_from_dict, parse_override
+from zhner.config import MAX_SEED, Config, apply_overrides, config_from_dict, parse_override
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import atomic_write_text
-from zhner.pipeline import METRICS, WEIGHTS
+from zhner.pipeline import METRICS, WEIGHTS, read_json, read_yaml
 from zhner.train.trainer import CHECKPOINT, train
 
 # set by the trainer from the vectors, the data and the BERT directory: a saved config differs there by design
@@ -55,10 +54,13 @@ def _finished_metrics(out: Path, config: Config) -> dict | None:
     """The metrics of a finished run in `out` made with `config`, or None if `out` holds no finished run."""
     if not (out / WEIGHTS).exists() or (out / CHECKPOINT).exists() or not (out / METRICS).exists():
         return None
-    metrics = json.loads((out / METRICS).read_text(encoding="utf-8"))
+    metrics = read_json(out / METRICS)  # errors name the file: a damaged run is reported, not trained over
     if metrics.get("status") in (None, "running"):
         return None
-    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    missing = [k for k in ("model", "dataset", "seed", "best_epoch", "epochs_run") if k not in metrics]
+    if missing:
+        raise ZhnerError(f"not the metrics of a finished run (no {', '.join(missing)}); delete the run to train it again", out / METRICS)
+    saved = read_yaml(out / "config.yaml")
     try:  # fields added to the config since the run was made count as their defaults
         saved = config_from_dict(saved).model_dump(mode="json")
     except ZhnerError:
@@ -88,13 +90,30 @@ def train_seeds(
 ) -> list[dict]:
     """Seeds config.train.seed, +1, ...: one run directory `seed<N>` each, and `seeds.json` (a list of run summaries)."""
     out = Path(out)
+    first = config.train.seed
+    if first + seeds - 1 > MAX_SEED:
+        raise ZhnerError(f"--seeds {seeds} from train.seed {first}: the last seed would be over 2^32 - 1")
+    earlier = _earlier_summaries(out / "seeds.json")
     summaries = []
     for k in range(seeds):
-        seed = config.train.seed + k
+        seed = first + k
         seeded = config.model_copy(update={"train": config.train.model_copy(update={"seed": seed})})
         summaries.append(run_summary(train_one(seeded, out / f"seed{seed}", log, overwrite, device)))
-        atomic_write_text(out / "seeds.json", json.dumps(summaries, indent=2, ensure_ascii=False))  # partial sets are readable
+        # partial sets are readable; a rerun keeps the summaries of the seeds it has not reached yet
+        later = [earlier[s] for s in range(seed + 1, first + seeds) if s in earlier]
+        atomic_write_text(out / "seeds.json", json.dumps(summaries + later, indent=2, ensure_ascii=False))
     return summaries
+
+
+def _earlier_summaries(path: Path) -> dict[int, dict]:
+    """seed -> summary of an earlier seeds.json ({} when there is none or it cannot be read: it is rewritten)."""
+    try:
+        summaries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(summaries, list):
+        return {}
+    return {s["seed"]: s for s in summaries if isinstance(s, dict) and type(s.get("seed")) is int}
 
 
 def parse_param(spec: str) -> tuple[str, list]:
