@@ -258,6 +258,8 @@ def test_word2vec_formats(tmp_path):
     [
         ("2 3\n中 1 2 3\n国 1 2\n", 3, "expected a token and 3 values"),
         ("中 1 2 3\n国 1 x 3\n", 2, "not a number"),
+        ("中 1 2 3\n国 1 nan 3\n", 2, "not finite in the vector of '国'"),  # a model trained to NaN before
+        ("2 3\n中 1e400 2 3\n国 1 2 3\n", 2, "not finite in the vector of '中'"),  # over float32: inf
         ("2 3\n", None, "no vectors"),
         ("\n", None, "empty"),
     ],

@@ -266,6 +266,18 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
     (tmp_path / "checkpoint.pt").write_bytes(b"garbage")
     with pytest.raises(ZhnerError, match="cannot read this checkpoint"):
         train(cfg, tmp_path, log=lambda _: None)
+    # files torch reads but that are not zhner checkpoints (tracebacks before)
+    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
+    good = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    for foreign, message in (
+        ([1, 2], "no config"),
+        ({k: v for k, v in good.items() if k != "rng"}, "no rng"),
+        (good | {"state": {"epoch": "x"}}, "malformed training state"),
+        (good | {"rng": torch.zeros(3)}, "cannot resume from this checkpoint"),  # not a ByteTensor
+    ):
+        torch.save(foreign, tmp_path / "checkpoint.pt")
+        with pytest.raises(ZhnerError, match=message):
+            train(cfg, tmp_path, log=lambda _: None)
 
 
 def test_early_stopping_and_time_budget(tmp_path, shared_data):

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -764,8 +765,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated()
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"warning: {message}\n"  # not Python's two lines with the source line that raised it
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    warnings.formatwarning = _one_line_warning
     signal.signal(signal.SIGTERM, _on_sigterm)  # `serve` replaces it with uvicorn's graceful shutdown
     usage_errors = _usage_error_types()
     try:

@@ -129,6 +129,10 @@ def _parse_word2vec(path: Path) -> Vectors:
     except ValueError:
         _raise_bad_float(path, tokens, values, value_lines, dim)  # type: ignore[arg-type]
         raise
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():  # nan, inf or 1e400 (over float32): the model would train to NaN and call it done
+        row = int(np.argmin(finite))
+        raise ZhnerError(f"a value that is not finite in the vector of {tokens[row]!r}", path, value_lines[row])
     if declared is not None and declared != len(tokens):
         warnings.warn(f"{path}: the header says {declared} vectors but the file has {len(tokens)}", stacklevel=3)
     return Vectors(tokens, matrix)

@@ -665,6 +665,10 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config, average: W
         payload = torch.load(path, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
         raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(payload, dict) or k not in payload]
+    if missing or not isinstance(payload["state"], dict) or not _valid_state(payload["state"]):
+        what = f"no {', '.join(missing)}" if missing else "a malformed training state"
+        raise ZhnerError(f"not a zhner checkpoint ({what}); delete it to start over", path)
     if not _same_config(payload.get("config"), config):
         raise ZhnerError(
             "this run was started with a different config; resume it with the same one, use another -o, "
@@ -676,10 +680,19 @@ def _restore(path: Path, model, optimizer, scheduler, config: Config, average: W
         scheduler.load_state_dict(payload["scheduler"])
         if average is not None:
             average.load_state_dict(payload["average"])
+        torch.set_rng_state(payload["rng"])
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
         raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
-    torch.set_rng_state(payload["rng"])
     return payload["state"]
+
+
+CHECKPOINT_KEYS = ("config", "model", "optimizer", "scheduler", "rng", "state")
+
+
+def _valid_state(state: dict) -> bool:
+    """The counters a resumed run goes on from are integers (epoch, batch, step) and a number (elapsed seconds)."""
+    counters = all(type(state.get(k)) is int and state[k] >= 0 for k in ("epoch", "batch", "step"))
+    return counters and isinstance(state.get("elapsed"), (int, float))
 
 
 def _load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
