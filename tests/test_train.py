@@ -94,6 +94,26 @@ def test_a_model_saved_with_a_retired_train_field_loads(trained, tmp_path):
         load_config(old / "config.yaml")
 
 
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda t: t.predict("张三在北京"), TypeError, "not a single str"),  # read as one text per character before
+        (lambda t: t.predict([None]), TypeError, r"texts\[0\] is a NoneType"),
+        (lambda t: t.predict(["a", b"b"]), TypeError, r"texts\[1\] is a bytes"),
+        (lambda t: t.predict(5), TypeError, "not int"),
+        (lambda t: t.predict(["a"], batch_size=0), ValueError, "batch_size"),
+        (lambda t: t.predict(["a"], memory_mb=float("nan")), ValueError, "memory_mb"),
+        (lambda t: t.predict(["a"], confidence="no"), TypeError, "confidence"),  # "no" is truthy
+        (lambda t: t.nbest("张三"), TypeError, "not a single str"),
+        (lambda t: t.nbest(["a"], k=10**9), ValueError, "at most"),  # tried to allocate 132 GB before
+        (lambda t: t.nbest(["a"], k=True), ValueError, "integer"),
+    ],
+)
+def test_predict_arguments_are_checked(trained, call, error, message):
+    with pytest.raises(error, match=message):
+        call(Tagger.load(trained[0]))
+
+
 def test_long_text_is_split_not_truncated(trained):
     out, _ = trained
     tagger = Tagger.load(out)

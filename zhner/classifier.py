@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zhner.pipeline import Pipeline
+from zhner.pipeline import Pipeline, check_positive, text_list
 
 
 class Classifier(Pipeline):
@@ -24,7 +24,8 @@ class Classifier(Pipeline):
 
     def predict(self, texts: Iterable[str], batch_size: int = 32) -> list[dict]:
         """{"label", "scores"} for each text: the most probable label and every label's probability."""
-        return self.predictions(self.examples(list(texts)), batch_size)
+        check_positive("batch_size", batch_size)
+        return self.predictions(self.examples(text_list(texts)), batch_size)
 
     def record(self, text: str, prediction: dict) -> dict:
         return {"text": text, **prediction}

@@ -19,9 +19,10 @@ from zhner.data.schemes import tags_to_spans
 from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
-from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, run_in_batches
+from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, check_positive, run_in_batches, text_list
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
+MAX_NBEST = 1000  # k of Tagger.nbest (the CLI and the service allow 20)
 # Longest piece `predict` tags whole: a longer text is cut at its sentence ends (its over-long sentences into windows of
 # this size). The cost per character grows with a piece's length (attention is quadratic): MSRA test text as pieces of
 # ~45 / 512 / 2,033 characters took 0.58 / 4.49 / 16.8 CPU s per 20,000 characters with the shipped FLAT model.
@@ -164,7 +165,11 @@ class Tagger(Pipeline):
         `translations` (ACT-S models only): an English translation per text, or None to translate that text with the
         model's translator ("" without one: a missing translation). A text cut into pieces gives each piece its whole
         translation; one without a translation has its pieces translated one by one (`piece_translations`)."""
-        texts = list(texts)
+        texts = text_list(texts)
+        check_positive("batch_size", batch_size)
+        check_positive("memory_mb", memory_mb, float)
+        if not isinstance(confidence, bool):  # "no" would be truthy
+            raise TypeError(f"confidence must be True or False, not {confidence!r}")
         pieces = [self.split(text, memory_mb) for text in texts]
         chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
         given = None
@@ -207,7 +212,11 @@ class Tagger(Pipeline):
         Only for texts of one piece (at most `piece_chars()` characters): the paths of a cut text's pieces would
         combine into k^pieces candidates. Fewer than k when the text has fewer allowed paths. `translations`: as in
         `predict` (one piece each, so each text reads its own)."""
-        texts = list(texts)
+        texts = text_list(texts)
+        check_positive("batch_size", batch_size)
+        check_positive("k", k)
+        if k > MAX_NBEST:  # the k-best Viterbi keeps [B, L, k, tags] scores
+            raise ValueError(f"k must be at most {MAX_NBEST}, not {k}")
         for i, text in enumerate(texts):
             if len(text) > self.piece_chars():
                 raise ZhnerError(f"n-best takes texts of at most {self.piece_chars()} characters, text {i} has {len(text)}")
