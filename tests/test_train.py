@@ -94,6 +94,18 @@ def test_a_model_saved_with_a_retired_train_field_loads(trained, tmp_path):
         load_config(old / "config.yaml")
 
 
+def test_bad_model_paths_are_errors_naming_them(tmp_path):
+    import zhner
+    from zhner.errors import ZhnerError
+
+    with pytest.raises(ZhnerError, match="an empty path"):  # loaded the current directory before
+        zhner.load("")
+    with pytest.raises(ZhnerError, match="cannot read this model directory"):  # OSError: File name too long
+        zhner.load(tmp_path / ("x" * 300))
+    with pytest.raises(ZhnerError, match="no such model directory"):
+        Tagger.load(tmp_path / "none")
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [

@@ -128,9 +128,7 @@ class Pipeline:
     @staticmethod
     def task_kind(directory: str | Path) -> str:
         """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise ZhnerError("no such model directory", directory)
+        directory = model_directory(directory)
         try:
             return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -140,9 +138,7 @@ class Pipeline:
     def load(cls, directory: str | Path) -> Any:
         """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
         right class)."""
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise ZhnerError("no such model directory", directory)
+        directory = model_directory(directory)
         raw = read_yaml(directory / CONFIG)
         if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
             raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
@@ -234,6 +230,21 @@ class Pipeline:
     def record(self, text: str, prediction: Any) -> dict:
         """One output record of `zhner predict` / the service for a text and its prediction."""
         raise NotImplementedError
+
+
+def model_directory(directory: str | Path) -> Path:
+    """`directory` as a Path when it is a directory; an empty name, a missing one or one the OS refuses to look at
+    (too long, no permission) is an error naming it."""
+    if str(directory).strip() == "":
+        raise ZhnerError("no model directory given (an empty path)")
+    path = Path(directory)
+    try:
+        found = path.is_dir()
+    except OSError as exc:
+        raise ZhnerError(f"cannot read this model directory ({exc.strerror})", path) from None
+    if not found:
+        raise ZhnerError("no such model directory", path)
+    return path
 
 
 def text_list(texts: Iterable[str]) -> list[str]:

@@ -66,9 +66,9 @@ def _download(url: str, target: Path, dfile: DatasetFile, timeout: float) -> Non
     # Folders we create, so a failed download can remove them again (deepest first).
     created = [p for p in [target.parent, *target.parent.parents] if not p.exists()]
     log.info("downloading %s -> %s", url, target)
-    request = urllib.request.Request(url, headers={"User-Agent": "zhner"})
     hint = "check the network, pass base_url=<a mirror>, or copy the file there by hand"
     try:
+        request = urllib.request.Request(url, headers={"User-Agent": "zhner"})  # a malformed URL raises ValueError
         # A fresh opener reads the proxy settings of the environment at call time.
         with urllib.request.build_opener().open(request, timeout=timeout) as response:
             with atomic_open(target, "wb") as out:

@@ -179,7 +179,11 @@ def load_dataset(
             return _fill_dev(corpora["train"], corpora["test"], msra_dev, info.name)
         return {split: corpora[split] for split in SPLITS}
     folder = Path(name_or_path).expanduser()
-    if not folder.is_dir():
+    try:
+        is_folder = folder.is_dir()
+    except OSError:  # e.g. a name over the file system's 255 bytes
+        is_folder = False
+    if not is_folder:
         raise ZhnerError(
             f"{key!r} is neither a known dataset ({', '.join(sorted(DATASETS))}) nor a folder of train/dev/test files"
         )

@@ -50,7 +50,7 @@ def source_task(source: Pipeline, task: Task, log: Callable[[str], None]) -> Tas
     data's, whose labels the model knows start from the model's rows and the others afresh."""
     theirs = source.task
     if theirs.kind != task.kind:
-        raise ZhnerError(f"{FIELD}: the model does {theirs.kind}, this data is for {task.kind}", FIELD)
+        raise ZhnerError(f"{FIELD}: the model does {theirs.kind}, this data is for {task.kind}")
     if set(task.labels) <= set(theirs.labels):
         return theirs
     known = [label for label in task.labels if label in theirs.index]
@@ -82,9 +82,12 @@ def copy_weights(
     by_label = model.label_indexed()
     label_pairs = _pairs(task.labels, source.task.index)
     state = model.state_dict()
+    ours, source_name = type(model).__name__, type(source.model).__name__
+    if ours != source_name:
+        raise ZhnerError(f"{FIELD}: the model is a {source_name}, this config builds a {ours}")
     missing = sorted(set(state) - set(theirs))
     if missing:
-        raise ZhnerError(f"{FIELD}: the model has no {missing[0]} (trained with another config?)", FIELD)
+        raise ZhnerError(f"{FIELD}: the model has no {missing[0]} (trained with another config?)")
     for key, tensor in state.items():
         if key in tables and getattr(featurizer, tables[key], None) is not None:
             mine, their_vocab = getattr(featurizer, tables[key]), getattr(source.featurizer, tables[key])
@@ -100,7 +103,7 @@ def copy_weights(
             tensor.copy_(theirs[key])
     extra = sorted(set(theirs) - set(state))
     if extra:
-        raise ZhnerError(f"{FIELD}: this config has no {extra[0]} (the model was trained with another config?)", FIELD)
+        raise ZhnerError(f"{FIELD}: this config has no {extra[0]} (the model was trained with another config?)")
 
 
 def _pairs(tokens: list[str], source_index: dict[str, int]) -> list[tuple[int, int]]:
@@ -114,7 +117,7 @@ def _check_rows(source: torch.Tensor, target: torch.Tensor, key: str, skip: tupl
     if source.dim() != target.dim() or [source.shape[d] for d in kept] != [target.shape[d] for d in kept]:
         raise ZhnerError(
             f"{FIELD}: {key} is {list(source.shape)} in the model, {list(target.shape)} in this config; "
-            "train with the model's own config (its config.yaml) and change only data and train", FIELD
+            "train with the model's own config (its config.yaml) and change only data and train"
         )
 
 
