@@ -193,6 +193,15 @@ def test_attention_needs_a_selective_model(swept):
     assert_clean_error(zhner("attention", out / "missing", "腾讯"), "no such model directory")
 
 
+def test_attention_refuses_an_unusable_output_or_text(swept, tmp_path):
+    model = swept[0] / "topk=3" / "seed42"
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    for output in (tmp_path / "afile", tmp_path / "afile" / "sub"):  # FileExistsError / NotADirectoryError before
+        assert_clean_error(zhner("attention", model, "腾讯", "-o", output), "afile", "not a directory")
+    assert_clean_error(zhner("attention", model, b"\xed\xa0\x80", "-o", tmp_path / "att"), "TEXT", "UTF-8")
+    assert not (tmp_path / "att").exists()  # refused before the folder was made
+
+
 def test_plot_sweep_script(swept, tmp_path):
     out, _ = swept
     res = subprocess.run(

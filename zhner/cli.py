@@ -200,8 +200,15 @@ def attention(
     Figure 9), or SLA / WLA's global, local and mixed distributions per layer with the local mask (the SLA paper's
     Figure 3)."""
     import zhner
+    from zhner.data.corpus import lone_surrogate
     from zhner.evaluate.attention import cjk_font, local_maps, plot_attention, plot_local_maps, selective_maps
+    from zhner.fileio import check_output_dir, writing
 
+    if lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
+        raise ZhnerError("TEXT: not valid UTF-8 text")
+    check_output_dir(output)
+    with writing(output):  # before the model runs: a folder that cannot be made is found now
+        output.mkdir(parents=True, exist_ok=True)
     pipeline = zhner.load(model_dir)
     if getattr(pipeline.config.model, "local_attention", "none") != "none":
         maps = local_maps(pipeline, text)
