@@ -93,6 +93,18 @@ def test_cli_and_config_agree_on_the_largest_seed():
     assert cli.MAX_SEED == config.MAX_SEED == 2**32 - 1
 
 
+def test_a_swept_value_names_one_directory_inside_the_sweep():
+    from pathlib import Path
+
+    from zhner.train.runs import run_dir_name
+
+    assert run_dir_name("model.topk", 3) == "topk=3"
+    for value in ("../../../tmp/x", "/data/x/y", "a\\b", "x" * 300):  # a path value once escaped -o
+        name = run_dir_name("data.dataset", value)
+        assert len(Path(name).parts) == 1 and name not in ("..", ".") and len(name.encode()) <= 200, name
+    assert run_dir_name("data.dataset", "x" * 300) != run_dir_name("data.dataset", "x" * 299)
+
+
 def test_sweep_bad_param():
     from zhner.errors import ZhnerError
     from zhner.train.runs import parse_param

@@ -9,6 +9,7 @@ same config is read back instead of being trained again (a finished run with ano
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from collections.abc import Callable
@@ -125,6 +126,14 @@ def parse_param(spec: str) -> tuple[str, list]:
     return key, [parse_override(f"{key}={item}")[1] for item in items]
 
 
+def run_dir_name(key: str, value: object) -> str:
+    """The sub-directory of one swept value, 'topk=3': one path component whatever the value holds (a dataset path
+    such as '../x' or '/data/x' would otherwise place the run outside the sweep's folder)."""
+    text = str(value).replace("/", "%2F").replace("\\", "%5C")
+    name = f"{key.rsplit('.', 1)[-1]}={text}"
+    return name if len(name.encode("utf-8")) <= 200 else name[:150] + "..." + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
+
+
 def sweep(
     raw: dict,
     out: str | Path,
@@ -141,7 +150,7 @@ def sweep(
     configs = [config_from_dict(apply_overrides(json.loads(json.dumps(raw)), [f"{key}={json.dumps(v)}"]), source) for v in values]
     result = {"param": key, "seeds": seeds, "runs": []}
     for value, config in zip(values, configs):
-        name = f"{key.rsplit('.', 1)[-1]}={value}"
+        name = run_dir_name(key, value)
         log(f"sweep {key} = {value} -> {out / name}")
         if seeds == 1:
             summaries = [run_summary(train_one(config, out / name, log, overwrite))]
