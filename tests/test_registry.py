@@ -365,6 +365,19 @@ def test_load_folder_without_dev(tmp_path):
     assert (len(data["train"]), len(data["dev"])) == (95, 5)
     labelled = load_dataset(folder, msra_dev="test")
     assert labelled["dev"].path.endswith(TEST_AS_DEV_LABEL) and len(labelled["train"]) == 100
+    # 5% of 8 rounds to 0: one sentence is held out all the same (an empty dev selected the "best" epoch on nothing).
+    # New folders, not rewritten files: msra_loads' module-wide cache of read_corpus is keyed by path
+    for n, expected in ((8, (7, 1)), (1, None)):
+        small = tmp_path / f"small{n}"
+        small.mkdir()
+        _write_conll(small / "train.bio", n, "B-LOC")
+        _write_conll(small / "test.bio", 3, "B-LOC")
+        if expected is None:
+            with pytest.raises(ZhnerError, match="too few to hold one out"):
+                load_dataset(str(small))
+        else:
+            data = load_dataset(str(small))
+            assert (len(data["train"]), len(data["dev"])) == expected
 
 
 def test_load_folder_errors(tmp_path):

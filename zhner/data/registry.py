@@ -125,7 +125,7 @@ def heldout_split(
     n = len(corpus)
     order = list(range(n))
     random.Random(seed).shuffle(order)
-    dev_idx = set(order[: round(n * fraction)])
+    dev_idx = set(order[: max(1, round(n * fraction))]) if n >= 2 else set()  # a dev set, however small the corpus
     train = [s for i, s in enumerate(corpus.sentences) if i not in dev_idx]
     dev = [s for i, s in enumerate(corpus.sentences) if i in dev_idx]
     label = f"{fraction:.0%} held out, seed {seed}"
@@ -142,6 +142,8 @@ def _fill_dev(train: Corpus, test: Corpus, policy: str, what: str) -> dict[str, 
         dev = Corpus(test.sentences, test.scheme, test.path + TEST_AS_DEV_LABEL)
         return {"train": train, "dev": dev, "test": test}
     new_train, dev = heldout_split(train)
+    if not dev:
+        raise ZhnerError(f"no dev split, and {len(train)} train sentence(s) are too few to hold one out: add a dev file", train.path)
     log.info("%s has no dev split: held out %d of %d train sentences as dev (seed %d)",
              what, len(dev), len(train), HELDOUT_SEED)
     return {"train": new_train, "dev": dev, "test": test}
