@@ -99,7 +99,8 @@ class TrainConfig(_Section):
     # evaluate and save a moving average of the weights over about this many epochs (train/averaging.py); null: the
     # last step's weights
     average_epochs: float | None = Field(None, gt=0)
-    init_from: str | None = Field(None, min_length=1)  # a model directory to start from: its labels and weights (zhner.train.warm_start)
+    # a model directory to start from: its labels and weights (zhner.train.warm_start)
+    init_from: str | None = Field(None, min_length=1)
     patience: int | None = Field(None, ge=1)  # stop after this many epochs without a better dev F1
     seed: int = Field(42, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(200, ge=1)  # steps between resumable checkpoints

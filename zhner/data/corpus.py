@@ -243,7 +243,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def lone_surrogate(value: object) -> str | None:
-    """The first lone surrogate in a string, or in the strings (keys too) of a parsed JSON value; None if there is none."""
+    """The first lone surrogate in a string, or in the strings (keys too) of a parsed JSON value; None if none."""
     if isinstance(value, str):
         found = _SURROGATE.search(value)
         return found.group() if found else None

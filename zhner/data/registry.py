@@ -143,7 +143,8 @@ def _fill_dev(train: Corpus, test: Corpus, policy: str, what: str) -> dict[str, 
         return {"train": train, "dev": dev, "test": test}
     new_train, dev = heldout_split(train)
     if not dev:
-        raise ZhnerError(f"no dev split, and {len(train)} train sentence(s) are too few to hold one out: add a dev file", train.path)
+        too_few = f"no dev split, and {len(train)} train sentence(s) are too few to hold one out: add a dev file"
+        raise ZhnerError(too_few, train.path)
     log.info("%s has no dev split: held out %d of %d train sentences as dev (seed %d)",
              what, len(dev), len(train), HELDOUT_SEED)
     return {"train": new_train, "dev": dev, "test": test}

@@ -15,7 +15,6 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-
 from zhner.config import MAX_SEED, Config, apply_overrides, config_from_dict, parse_override
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
@@ -60,7 +59,8 @@ def _finished_metrics(out: Path, config: Config) -> dict | None:
         return None
     missing = [k for k in ("model", "dataset", "seed", "best_epoch", "epochs_run") if k not in metrics]
     if missing:
-        raise ZhnerError(f"not the metrics of a finished run (no {', '.join(missing)}); delete the run to train it again", out / METRICS)
+        what = f"not the metrics of a finished run (no {', '.join(missing)}); delete the run to train it again"
+        raise ZhnerError(what, out / METRICS)
     saved = read_yaml(out / "config.yaml")
     try:  # fields added to the config since the run was made count as their defaults
         saved = config_from_dict(saved).model_dump(mode="json")
@@ -131,7 +131,9 @@ def run_dir_name(key: str, value: object) -> str:
     such as '../x' or '/data/x' would otherwise place the run outside the sweep's folder)."""
     text = str(value).replace("/", "%2F").replace("\\", "%5C")
     name = f"{key.rsplit('.', 1)[-1]}={text}"
-    return name if len(name.encode("utf-8")) <= 200 else name[:150] + "..." + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
+    if len(name.encode("utf-8")) <= 200:
+        return name
+    return name[:150] + "..." + hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]  # file systems allow 255 bytes
 
 
 def sweep(
