@@ -31,7 +31,7 @@ app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
-MAX_RESAMPLES = 10_000_000  # a randomization test's p has a floor of 1 / (resamples + 1); 10^7 takes about a minute
+MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
 def _echo_err(message: str) -> None:
