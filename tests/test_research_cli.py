@@ -112,6 +112,8 @@ def test_sweep_bad_param():
     assert parse_param("model.alpha=1, 50,100.5") == ("model.alpha", [1, 50, 100.5])
     with pytest.raises(ZhnerError, match="KEY=V1,V2"):
         parse_param("model.topk=")
+    with pytest.raises(ZhnerError, match=r"^--param '\.heads=1': bad key"):  # named --set before
+        parse_param(".heads=1")
     assert_clean_error(zhner("sweep", "atssa_resume", "-o", "never", "--param", "model.topk=1,-2"), "model.topk")
 
 

@@ -123,12 +123,13 @@ class Config(_Section):
     train: TrainConfig = TrainConfig()
 
 
-def parse_override(item: str) -> tuple[list[str], object]:
-    """'train.lr=0.001' -> (['train', 'lr'], 0.001); the value is read as YAML (numbers, booleans, null, lists)."""
+def parse_override(item: str, option: str = "--set") -> tuple[list[str], object]:
+    """'train.lr=0.001' -> (['train', 'lr'], 0.001); the value is read as YAML (numbers, booleans, null, lists).
+    Errors name `option`, the command-line option the item came from."""
     if "=" not in item:
-        raise ZhnerError(f"--set {item!r}: expected KEY=VALUE, e.g. train.lr=0.001")
+        raise ZhnerError(f"{option} {item!r}: expected KEY=VALUE, e.g. train.lr=0.001")
     key, value = item.split("=", 1)
-    path = _key_path(key, f"--set {item!r}")
+    path = _key_path(key, f"{option} {item!r}")
     try:
         parsed = yaml.safe_load(value) if value != "" else ""
     except yaml.YAMLError:

@@ -123,7 +123,7 @@ def parse_param(spec: str) -> tuple[str, list]:
     items = [v.strip() for v in values.split(",") if v.strip()]
     if not key or not items:
         raise ZhnerError(f"--param {spec!r}: expected KEY=V1,V2,..., e.g. model.topk=1,2,3")
-    return key, [parse_override(f"{key}={item}")[1] for item in items]
+    return key, [parse_override(f"{key}={item}", "--param")[1] for item in items]
 
 
 def run_dir_name(key: str, value: object) -> str:
