@@ -37,6 +37,11 @@ def test_map_types_renames_and_rejects_unmapped_types():
         map_types(corpus, {"NR": "PER"})
     with pytest.raises(ZhnerError, match="data.type_map"):
         config_from_dict({"model": {"name": "tener"}, "data": {"type_map": {"NR": "P ER"}}})
+    # accepted before: {} read as no map, B-O / E-O tags of a type named O, a model with the O tag alone
+    for type_map, message in (({}, "an empty map"), ({"NR": "O"}, "'O' is the tag outside entities"),
+                              ({"NR": None, "NS": None}, "every type is mapped to null")):
+        with pytest.raises(ZhnerError, match=f"data.type_map: .*{message}"):
+            config_from_dict({"model": {"name": "tener"}, "data": {"type_map": type_map}})
 
 
 def test_composed_word_vectors_are_the_mean_of_their_characters():

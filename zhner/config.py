@@ -22,9 +22,17 @@ class _Section(BaseModel):
 
 
 def _check_type_map(value: dict[str, str | None] | None) -> dict[str, str | None] | None:
-    for source, target in (value or {}).items():
+    if value is None:
+        return value
+    if not value:  # read as "no map" before, although a map must name every type of the data
+        raise ValueError("an empty map; leave it out (null) to keep the data's types")
+    for source, target in value.items():
         if not _TYPE_NAME.fullmatch(source) or (target is not None and not _TYPE_NAME.fullmatch(target)):
             raise ValueError(f"{source!r}: {target!r} is not a mapping between entity type names (letters, digits, _)")
+        if target == "O":  # B-O, E-O ... would be tags of an entity type named O
+            raise ValueError(f"{source!r}: 'O' is the tag outside entities, not a type; map to null to drop {source!r}")
+    if all(target is None for target in value.values()):
+        raise ValueError("every type is mapped to null: no entity would be left to learn")
     return value
 
 
