@@ -16,7 +16,6 @@ import asyncio
 import functools
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable
 from contextlib import asynccontextmanager
@@ -33,11 +32,11 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from zhner import __version__
+from zhner.data.corpus import lone_surrogate
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.serve.batcher import MicroBatcher, Overloaded
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 log = logging.getLogger("uvicorn.error")
 T = TypeVar("T")
 
@@ -302,9 +301,9 @@ def _check_text(text: str, field: str, limits: Limits) -> None:
     if len(text) > limits.max_text_chars:
         raise RequestError(413, f"text of {len(text)} characters is over the limit of {limits.max_text_chars}", field)
     # JSON allows "\ud800" escapes, but such a string cannot be written back as UTF-8
-    bad = _SURROGATE.search(text)
-    if bad:
-        raise RequestError(422, f"lone surrogate U+{ord(bad.group()):04X} at character {bad.start()} (not a Unicode character)", field)
+    bad = lone_surrogate(text)
+    if bad is not None:
+        raise RequestError(422, f"lone surrogate U+{ord(bad):04X} at character {text.index(bad)} (not a Unicode character)", field)
 
 
 def dataset_name(dataset: str) -> str:
