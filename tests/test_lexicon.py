@@ -261,6 +261,10 @@ def test_word2vec_formats(tmp_path):
         ("中 1 2 3\n国 1 nan 3\n", 2, "not finite in the vector of '国'"),  # a model trained to NaN before
         ("2 3\n中 1e400 2 3\n国 1 2 3\n", 2, "not finite in the vector of '中'"),  # over float32: inf
         ("2 3\n", None, "no vectors"),
+        ("0 0\n", None, "no vectors"),
+        ("2 300\n中 1 2 3\n国 1 2 3\n", 2, "says 300 values per vector, but the first vector has 3"),
+        ("0 0\n中 1 2 3\n", 2, "says 0 values per vector"),
+        ("3 3\n中 1 2 3\n国 1 2 3\n", None, "says 3 vectors but the file has only 2"),
         ("\n", None, "empty"),
     ],
 )
@@ -384,3 +388,10 @@ def test_automaton_cache(tmp_path, monkeypatch):
     (tmp_path / "not_a_dir").write_text("")
     monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "not_a_dir"))
     assert Lexicon(words + ["大学"]).match("大学") == [(0, 2, "大学")]  # the cache cannot be written: still matches
+
+
+def test_word2vec_header_counting_fewer_vectors_warns(tmp_path):
+    path = tmp_path / "more.vec"
+    path.write_text("1 3\n中 1 2 3\n国 4 5 6\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="says 1 vectors but the file has 2"):
+        assert load_word2vec_text(path, cache=False).tokens == ["中", "国"]

@@ -368,3 +368,17 @@ def test_english_long_text_is_cut_at_full_stops(conll_model):
     assert all(m.end() in starts for m in re.finditer(r"\.(?= )", text))  # every sentence starts a piece
     for e in tagger.predict([text])[0]:
         assert text[e["start"]:e["end"]] == e["text"]
+
+
+def test_a_dev_file_in_another_scheme_is_scored_in_the_train_scheme():
+    from zhner.data.corpus import Corpus
+    from zhner.tasks import SpanTagging
+
+    train_corpus = Corpus([Example(list("张三去北京"), ["B-PER", "E-PER", "O", "B-LOC", "E-LOC"])], "bmes", "train.bmes")
+    dev_corpus = Corpus([Example(list("张三去北京"), ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"])], "bio", "dev.bio")
+    task = SpanTagging.build({"train": train_corpus, "dev": dev_corpus, "test": train_corpus})
+    assert task.scheme == "bmes"
+    assert not any(tag.startswith("I-") for tag in task.labels)  # the dev's BIO tags are not in the model's tag set
+    scorer = task.scorer()
+    scorer.add_example(dev_corpus.sentences[0], ["B-PER", "E-PER", "O", "B-LOC", "E-LOC"], dev_corpus.scheme)
+    assert scorer.result()["strict"]["f1"] == 100.0

@@ -74,12 +74,17 @@ def _split_entry(line: str) -> tuple[str, list[str]]:
     return head, rest.split()
 
 
+def _looks_like_header(line: str) -> bool:
+    """Two ASCII numbers, "N D": a word2vec header, whether or not it tells the truth about the vectors below it."""
+    fields = line.split()
+    return len(fields) == 2 and all(f.isascii() and f.isdigit() for f in fields)
+
+
 def is_word2vec_header(first: str, second: str | None) -> int | None:
     """The dimension D if `first` is a word2vec header "N D" (and `second`, the next non-blank line, has D values)."""
-    fields = first.split()
-    if len(fields) != 2 or not all(f.isascii() and f.isdigit() for f in fields):
+    if not _looks_like_header(first):
         return None
-    dim = int(fields[1])
+    dim = int(first.split()[1])
     if dim <= 0:
         return None
     if second is not None and len(_split_entry(second)[1]) != dim:
@@ -110,13 +115,20 @@ def _parse_word2vec(path: Path) -> Vectors:
             header_dim = is_word2vec_header(first, line)
             if header_dim is not None:
                 dim, declared = header_dim, int(first.split()[0])
+            elif _looks_like_header(first) and len(_split_entry(line)[1]) != 1:  # not a 1-d vector of the token "N"
+                raise ZhnerError(
+                    f"the header {first.strip()!r} says {first.split()[1]} values per vector, but the first vector "
+                    f"has {len(_split_entry(line)[1])}",
+                    path,
+                    lineno,
+                )
             else:
                 dim = len(_split_entry(first)[1])
                 _add_entry(path, first_no, first, dim, tokens, values, value_lines)
         _add_entry(path, lineno, line, dim, tokens, values, value_lines)  # type: ignore[arg-type]
     if pending is not None:  # a single non-blank line: a header with no vectors, or one vector
         first_no, first = pending
-        if is_word2vec_header(first, None) is not None:
+        if _looks_like_header(first):
             raise ZhnerError("the file has a word2vec header but no vectors", path)
         dim = len(_split_entry(first)[1])
         _add_entry(path, first_no, first, dim, tokens, values, value_lines)
@@ -133,7 +145,9 @@ def _parse_word2vec(path: Path) -> Vectors:
     if not finite.all():  # nan, inf or 1e400 (over float32): the model would train to NaN and call it done
         row = int(np.argmin(finite))
         raise ZhnerError(f"a value that is not finite in the vector of {tokens[row]!r}", path, value_lines[row])
-    if declared is not None and declared != len(tokens):
+    if declared is not None and declared > len(tokens):  # cut short, e.g. an interrupted download
+        raise ZhnerError(f"the header says {declared} vectors but the file has only {len(tokens)} (truncated?)", path)
+    if declared is not None and declared < len(tokens):
         warnings.warn(f"{path}: the header says {declared} vectors but the file has {len(tokens)}", stacklevel=3)
     return Vectors(tokens, matrix)
 
