@@ -374,6 +374,7 @@ def predict(
     from a tagger, {"text", "label", "scores"} from a classifier."""
     import zhner
     from zhner.data.corpus import lone_surrogate
+    from zhner.fileio import check_output_file
     from zhner.serve.predict import predict_stream
 
     if fmt not in ("jsonl", "conll"):
@@ -386,8 +387,8 @@ def predict(
         raise ZhnerError("--text and INPUT_FILE: give one of them")
     if text is not None and lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
         raise ZhnerError("--text: not valid UTF-8 text")
-    if output is not None and output.is_dir():
-        raise ZhnerError("is a directory; name the file to write", output)
+    if output is not None:
+        check_output_file(output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
     torch_device = _device(device)
     tagger = zhner.load(resolve_model_dir(model_dir))
@@ -574,16 +575,14 @@ def vectors(
     embeddings.word_vectors, and a file made with --base as embeddings.char_vectors."""
     import time
 
+    from zhner.fileio import check_output_file
     from zhner.lexicon.pretrain import UNITS, SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
     from zhner.lexicon.vectors import load_vectors
     from zhner.lexicon.word2vec import write_word2vec_text
 
     if unit not in UNITS:
         raise ZhnerError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
-    if output.is_dir():  # found now, not after minutes of training
-        raise ZhnerError("is a directory; name the file to write", output)
-    if any(parent.exists() and not parent.is_dir() for parent in output.parents):
-        raise ZhnerError("a parent of this path is a file, not a directory", output)
+    check_output_file(output)  # found now, not after minutes of training
     start = time.perf_counter()
     texts = [text for source in sources for text in _raw_texts(source)]
     if not texts:

@@ -30,8 +30,7 @@ def current_umask() -> int:
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file next to `path`; rename it over `path` only if the block finishes."""
     path = Path(path)
-    if path.is_dir():  # os.replace would fail only at the end, after all the work
-        raise ZhnerError("is a directory; name a file to write", path)
+    check_output_file(path)  # os.replace would fail only at the end, after all the work
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -48,6 +47,15 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_output_file(path: str | Path) -> None:
+    """A file to write: refuse a path naming a directory, or under an existing file, before any work starts."""
+    path = Path(path)
+    if path.is_dir():
+        raise ZhnerError("is a directory; name the file to write", path)
+    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
+        raise ZhnerError("a parent of this path is a file, not a directory", path)
 
 
 def check_output_dir(path: str | Path) -> None:
