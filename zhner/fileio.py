@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from zhner.errors import ZhnerError
 
@@ -74,16 +74,30 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def reading(path: str | Path, expected: str = "a file") -> Iterator[None]:
+def reading(path: str | Path, expected: str = "a file", missing: str = "no such file") -> Iterator[None]:
     """Turn the OS errors of opening/reading `path` into one-line user errors naming it."""
     try:
         yield
     except FileNotFoundError:
-        raise ZhnerError("no such file", path) from None
+        raise ZhnerError(missing, path) from None
     except IsADirectoryError:
         raise ZhnerError(f"is a directory, expected {expected}", path) from None
     except OSError as exc:
         raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+
+
+def read_model_mapping(
+    path: str | Path, parse: Callable[[str], Any], parse_errors: tuple[type[Exception], ...]
+) -> dict:
+    """A model directory's YAML / JSON file, which must hold a mapping; every way it can be unreadable is an error
+    naming it."""
+    with reading(path, "a file of the model directory", missing="missing file in the model directory"):
+        raw = Path(path).read_bytes()
+    try:
+        data = parse(raw.decode("utf-8"))
+    except (UnicodeDecodeError, *parse_errors) as exc:
+        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
+    return require_mapping(data, path)
 
 
 def require_mapping(value: object, path: str | Path, field: str | None = None) -> dict:

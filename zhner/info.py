@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from zhner.errors import ZhnerError
-from zhner.fileio import reading, require_mapping
+from zhner.fileio import read_model_mapping, reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -19,9 +19,10 @@ def model_info(directory: str | Path) -> dict:
     directory = Path(directory)
     if not directory.is_dir():
         raise ZhnerError("no such model directory", directory)
-    config = _load(directory / CONFIG, yaml.safe_load)
-    vocab = _load(directory / VOCAB, json.loads)
-    metrics = _load(directory / METRICS, json.loads) if (directory / METRICS).exists() else {}
+    config = read_model_mapping(directory / CONFIG, yaml.safe_load, (yaml.YAMLError,))
+    vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
+    has_metrics = (directory / METRICS).exists()
+    metrics = read_model_mapping(directory / METRICS, json.loads, (ValueError,)) if has_metrics else {}
     model, data = _section(config, "model", directory / CONFIG), _section(config, "data", directory / CONFIG)
     # format 2; older directories are one flat dict
     fields, task = _section(vocab, "fields", directory / VOCAB), _section(vocab, "task", directory / VOCAB)
@@ -50,17 +51,6 @@ def model_info(directory: str | Path) -> dict:
         "chars": len(chars or []),
         "lexicon_words": _count_lines(lexicon) if lexicon.exists() else None,
     }
-
-
-def _load(path: Path, parse) -> dict:
-    """A YAML / JSON file of the model directory, which must hold a mapping."""
-    with reading(path, "a file of the model directory"):
-        raw = path.read_bytes()
-    try:
-        data = parse(raw.decode("utf-8"))
-    except (ValueError, yaml.YAMLError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
-    return require_mapping(data, path)
 
 
 def _section(owner: dict, key: str, path: Path) -> dict:

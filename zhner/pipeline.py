@@ -26,7 +26,7 @@ from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import atomic_write_text, require_mapping
+from zhner.fileio import atomic_write_text, read_model_mapping
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -271,24 +271,9 @@ def check_positive(name: str, value: object, kind: type = int) -> None:
 
 
 def read_yaml(path: Path) -> dict:
-    return _read_mapping(path, lambda text: yaml.safe_load(text) or {}, yaml.YAMLError)
+    return read_model_mapping(path, lambda text: yaml.safe_load(text) or {}, (yaml.YAMLError,))
 
 
 def read_json(path: Path) -> dict:
-    return _read_mapping(path, json.loads, ValueError)  # JSONDecodeError, or an integer over Python's digit limit
-
-
-def _read_mapping(path: Path, parse: Callable[[str], Any], parse_error: type[Exception]) -> dict:
-    """A model directory's YAML / JSON file, which must hold a mapping; every way it can be unreadable is an error
-    naming it."""
-    try:
-        data = parse(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ZhnerError("missing file in the model directory", path) from None
-    except IsADirectoryError:
-        raise ZhnerError("is a directory, expected a file", path) from None
-    except OSError as exc:
-        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
-    except (parse_error, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
-    return require_mapping(data, path)
+    # ValueError: JSONDecodeError, or an integer over Python's digit limit
+    return read_model_mapping(path, json.loads, (ValueError,))
