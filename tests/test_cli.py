@@ -216,6 +216,7 @@ def test_info_device_and_label_warning(tmp_path):
     table = zhner("info", model)
     assert table.returncode == 0 and "labels" in table.stdout and "LOC, ORG, PER" in table.stdout
     assert_clean_error(zhner("info", tmp_path / "none"), "no such model directory")
+    assert_clean_error(zhner("info", "a" * 300), "cannot read this model directory")  # a traceback before
 
     res = zhner("predict", "--device", "cpu", "--text", "张三")
     assert res.returncode == 0, res.stderr

@@ -86,6 +86,21 @@ def reading(path: str | Path, expected: str = "a file", missing: str = "no such 
         raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
 
 
+def model_directory(directory: str | Path) -> Path:
+    """`directory` as a Path when it is a directory; an empty name, a missing one or one the OS refuses to look at
+    (too long, no permission) is an error naming it."""
+    if str(directory).strip() == "":
+        raise ZhnerError("no model directory given (an empty path)")
+    path = Path(directory)
+    try:
+        found = path.is_dir()
+    except OSError as exc:
+        raise ZhnerError(f"cannot read this model directory ({exc.strerror})", path) from None
+    if not found:
+        raise ZhnerError("no such model directory", path)
+    return path
+
+
 def read_model_mapping(
     path: str | Path, parse: Callable[[str], Any], parse_errors: tuple[type[Exception], ...]
 ) -> dict:

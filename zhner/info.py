@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from zhner.errors import ZhnerError
-from zhner.fileio import read_model_mapping, reading, require_mapping
+from zhner.fileio import model_directory, read_model_mapping, reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -16,9 +16,7 @@ CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.s
 
 def model_info(directory: str | Path) -> dict:
     """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ZhnerError("no such model directory", directory)
+    directory = model_directory(directory)
     config = read_model_mapping(directory / CONFIG, yaml.safe_load, (yaml.YAMLError,))
     vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
     has_metrics = (directory / METRICS).exists()

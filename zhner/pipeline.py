@@ -26,7 +26,7 @@ from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import atomic_write_text, read_model_mapping
+from zhner.fileio import atomic_write_text, model_directory, read_model_mapping
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -230,21 +230,6 @@ class Pipeline:
     def record(self, text: str, prediction: Any) -> dict:
         """One output record of `zhner predict` / the service for a text and its prediction."""
         raise NotImplementedError
-
-
-def model_directory(directory: str | Path) -> Path:
-    """`directory` as a Path when it is a directory; an empty name, a missing one or one the OS refuses to look at
-    (too long, no permission) is an error naming it."""
-    if str(directory).strip() == "":
-        raise ZhnerError("no model directory given (an empty path)")
-    path = Path(directory)
-    try:
-        found = path.is_dir()
-    except OSError as exc:
-        raise ZhnerError(f"cannot read this model directory ({exc.strerror})", path) from None
-    if not found:
-        raise ZhnerError("no such model directory", path)
-    return path
 
 
 def text_list(texts: Iterable[str]) -> list[str]:
