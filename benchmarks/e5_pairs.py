@@ -1,0 +1,56 @@
+"""Paired-by-seed comparisons of the e5-small rows (issue 34) with their models without e5, from results files.
+
+    python benchmarks/e5_pairs.py      # writes benchmarks/results/findings_e5_pairs.json and prints a markdown table
+
+Each pair takes the seeds both results files have and runs zhner's two-sided paired t-test on test strict F1 (A - B).
+A pair with one common seed has a difference and no p-value: one seed is an anecdote, and the table says so.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from zhner.evaluate.significance import paired_t_test
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PAIRS = [  # (A, B, what A - B measures)
+    ("bert_tagger_resume_e5_marked", "bert_tagger_resume_e5", "marked (▁x) piece against the bare one, Resume"),
+    ("bert_tagger_weibo_e5_marked", "bert_tagger_weibo_e5", "marked (▁x) piece against the bare one, Weibo"),
+    ("flat_resume_e5", "flat_resume", "FLAT + e5-small against FLAT (50-epoch SGD, CPU runs)"),
+    ("nflat_resume_e5", "nflat_resume", "NFLAT + e5-small against NFLAT (50-epoch SGD, CPU runs)"),
+    ("flat_weibo_e5", "flat_weibo_gpu", "FLAT + e5-small against FLAT, both on the same GPU"),
+    ("flat_weibo_e5", "flat_weibo", "FLAT + e5-small against FLAT (CPU runs)"),
+    ("nflat_weibo_e5", "nflat_weibo", "NFLAT + e5-small against NFLAT (CPU runs)"),
+    ("flat_msra_e5", "flat_msra", "FLAT + e5-small (2 epochs) against FLAT (10 epochs AdamW), MSRA"),
+    ("nflat_msra_e5", "nflat_msra", "NFLAT + e5-small (2 epochs) against NFLAT, MSRA"),
+    ("bert_tagger_msra_e5_lr1e4", "bert_tagger_msra_e5", "BERT-CRF on e5-small, MSRA: encoder lr 1e-4 x 4 epochs against 5e-5 x 3"),
+]
+
+
+def per_seed(name: str) -> dict[int, float]:
+    r = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
+    return {seed: t["f1_strict"] for seed, t in zip(r["seeds"], r["per_seed_test"])}
+
+
+def pair(a: str, b: str, what: str) -> dict:
+    sa, sb = per_seed(a), per_seed(b)
+    seeds = sorted(set(sa) & set(sb))
+    test = paired_t_test([sa[s] for s in seeds], [sb[s] for s in seeds])
+    return {
+        "a": a, "b": b, "what": what, "seeds": seeds, "a_test": [sa[s] for s in seeds], "b_test": [sb[s] for s in seeds],
+        "mean_diff": round(test["mean_diff"], 2), "p": None if test["p"] is None else round(test["p"], 3),
+    }
+
+
+def main() -> None:
+    rows = [pair(*p) for p in PAIRS]
+    out = {"metric": "test strict F1", "test": "two-sided paired t-test over the common seeds", "pairs": rows}
+    (RESULTS / "findings_e5_pairs.json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print("| A | B | seeds | A − B | p |\n|---|---|---|---|---|")
+    for r in rows:
+        p = "one seed: no test" if r["p"] is None else r["p"]
+        print(f"| {r['a']} | {r['b']} | {', '.join(map(str, r['seeds']))} | {r['mean_diff']:+.2f} | {p} |")
+
+
+if __name__ == "__main__":
+    main()
