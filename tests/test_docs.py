@@ -1,10 +1,13 @@
-"""The documentation site builds with `mkdocs build --strict` (a broken link or page fails), and its tables, CLI
-reference and HTTP API are generated from the results files and the code (scripts/docs_pages.py), not typed."""
+"""The documentation site builds with `mkdocs build --strict` (a broken link or page fails), its tables, CLI
+reference and HTTP API are generated from the results files and the code (scripts/docs_pages.py), not typed, and every
+`zhner` command in its pages still parses."""
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +82,41 @@ def test_a_broken_link_fails_the_build(tmp_path):
     done = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
     assert "results.md" in done.stderr
+
+
+def docs_commands() -> list[tuple[str, list[str]]]:
+    """(page, arguments) of every `zhner ...` command in the docs' `sh` blocks (continuation lines joined, comments cut)."""
+    commands = []
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"^```(?:sh|bash)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                found = re.search(r"(?:^|\|\s*)zhner\s+(.*)$", line.strip())
+                if found:
+                    commands.append((page.relative_to(REPO).as_posix(), shlex.split(found.group(1), comments=True)))
+    return commands
+
+
+def test_docs_commands_parse_against_the_cli():
+    """The docs' commands are too long to run (trainings of hours), so each one is parsed by the CLI itself: a command,
+    option or argument that no longer exists, or a value of the wrong type, fails here. (The README's are run:
+    tests/test_readme.py.)"""
+    import typer.main
+
+    from zhner.cli import app
+
+    root = typer.main.get_command(app)
+    click = sys.modules[type(root).__mro__[1].__module__]  # click.core: typer's vendored copy, or click's own
+    commands = docs_commands()
+    assert len(commands) > 20
+    for page, args in commands:
+        ctx, command, rest = click.Context(root, info_name="zhner"), root, list(args)
+        while getattr(command, "commands", None):  # `zhner data fetch ...`: down the groups
+            name, rest = rest[0], rest[1:]
+            assert name in command.commands, f"{page}: zhner {' '.join(args)}: no command {name!r}"
+            command = command.commands[name]
+            ctx = click.Context(command, info_name=name, parent=ctx)
+        try:
+            command.make_context(ctx.info_name, rest, parent=ctx.parent)
+        except Exception as exc:  # click's UsageError / BadParameter: the message says what no longer parses
+            raise AssertionError(f"{page}: zhner {' '.join(args)}: {exc}") from None
