@@ -10,6 +10,7 @@ replaced by a free one.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import signal
@@ -166,3 +167,13 @@ def test_readme_python_quick_start_runs(tmp_path: Path):
     rows = [line.split() for line in done.stdout.splitlines()]
     assert ["张三", "PER", "0", "2"] == rows[0][:4]
     assert 0.0 <= float(rows[0][4]) <= 1.0
+
+
+def test_readme_example_output_is_what_predict_prints(tmp_path: Path):
+    """The JSON line the README shows is the shipped model's real answer to the README's own sentence."""
+    shown = next(b.code for b in readme_blocks(README.read_text(encoding="utf-8")) if b.lang == "json")
+    text = json.loads(shown)["text"]
+    done = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--text", text], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == json.loads(shown)
