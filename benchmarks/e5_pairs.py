@@ -1,6 +1,6 @@
 """Paired-by-seed comparisons of the e5-small rows (issue 34) with their models without e5, from results files.
 
-    python benchmarks/e5_pairs.py      # writes benchmarks/results/findings_e5_pairs.json and prints a markdown table
+    python benchmarks/e5_pairs.py      # writes benchmarks/results/e5_pairs.json and prints a markdown table
 
 Each pair takes the seeds both results files have and runs zhner's two-sided paired t-test on test strict F1 (A - B).
 A pair with one common seed has a difference and no p-value: one seed is an anecdote, and the table says so.
@@ -45,11 +45,19 @@ def pair(a: str, b: str, what: str) -> dict:
 def main() -> None:
     rows = [pair(*p) for p in PAIRS]
     out = {"metric": "test strict F1", "test": "two-sided paired t-test over the common seeds", "pairs": rows}
-    (RESULTS / "findings_e5_pairs.json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print("| A | B | seeds | A − B | p |\n|---|---|---|---|---|")
-    for r in rows:
+    (RESULTS / "e5_pairs.json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(table(out))
+
+
+def table(result: dict) -> str:
+    """The pairs as a markdown table (the docs site's `e5-pairs` part)."""
+    lines = ["| A | B | what A − B measures | seeds | A (per seed) | B (per seed) | A − B | p |", "|---|---|---|---|---|---|---|---|"]
+    for r in result["pairs"]:
         p = "one seed: no test" if r["p"] is None else r["p"]
-        print(f"| {r['a']} | {r['b']} | {', '.join(map(str, r['seeds']))} | {r['mean_diff']:+.2f} | {p} |")
+        seeds = ", ".join(map(str, r["seeds"]))
+        a, b = (" / ".join(f"{x:.2f}" for x in r[k]) for k in ("a_test", "b_test"))
+        lines.append(f"| {r['a']} | {r['b']} | {r['what']} | {seeds} | {a} | {b} | {r['mean_diff']:+.2f} | {p} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ def length_sweep() -> str:
     return (RESULTS / "length_sweep.md").read_text(encoding="utf-8").strip() + _source("length_sweep.md")
 
 
+def e5_pairs() -> str:
+    return _benchmark("e5_pairs").table(_result("e5", "pairs")) + _source("e5_pairs.json")
+
+
 def cli_reference() -> str:
     """`zhner --help` and the --help of every command, as the installed CLI prints them (plain text, 100 columns)."""
     import typer.core
@@ -132,6 +136,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "classification": classification_table,
     "speed": speed_table,
     "length-sweep": length_sweep,
+    "e5-pairs": e5_pairs,
     "cli-reference": cli_reference,
     "openapi": openapi_reference,
 }
