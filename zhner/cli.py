@@ -31,6 +31,7 @@ app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
+MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -479,6 +480,11 @@ def serve(
     read_timeout_s: float = typer.Option(10.0, min=0.001, help="seconds a client has to send a request's headers, and again its body (408 after)"),
     request_timeout_s: float = typer.Option(30.0, min=0.001, help="seconds a request may wait for and use the model (503 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=MAX_SERVE_WORKERS, help="processes answering on the port, each with its own copy of "
+        "the model (about one per CPU core; uvicorn's supervisor starts, restarts and stops them)"
+    ),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """HTTP service: POST /v1/ner (taggers) or /v1/classify (classifiers) {"text": ...} or {"texts": [...]}; GET /health;
     OpenAPI at /openapi.json."""
@@ -491,7 +497,6 @@ def serve(
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
         raise
-    import zhner
 
     _check_listen(host, port)  # before the model loads; uvicorn would log its own error and exit 3
     path = resolve_model_dir(model_dir)
@@ -505,12 +510,26 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    pipeline = zhner.load(path)
+    _device(device)  # a bad --device fails here, once, rather than in every worker
+    if workers > 1:
+        from zhner.pipeline import Pipeline
+        from zhner.serve.workers import serve_workers
+
+        kind = Pipeline.task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+        _echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
+        serve_workers(path, device, limits, workers, host, port, access_log)
+        return
+    from zhner.serve.workers import load_pipeline
+
+    pipeline = load_pipeline(path, device)
     app_ = create_app(pipeline, limits)
-    endpoint = "/v1/ner" if pipeline.task.kind == "tagging" else "/v1/classify"
-    _echo_err(f"serving {path} on http://{host}:{port} (POST {endpoint}, GET /health, docs at /docs)")
+    _echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
     uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+
+
+def _endpoints(kind: str) -> str:
+    return f"POST {'/v1/ner' if kind == 'tagging' else '/v1/classify'}, GET /health, docs at /docs"
 
 
 @app.command()
