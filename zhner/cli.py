@@ -370,6 +370,15 @@ def predict(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (this process) or ray: Ray Data actors, --workers of them, each loading the "
+        "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
+    ),
+    workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    on_error: str = typer.Option(
+        "fail", "--on-error", help="with --engine ray, a line that is not UTF-8 or not a JSONL record: fail (stop, "
+        "naming it; nothing written) or skip (report it on stderr, count them at the end)"
+    ),
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -391,6 +400,16 @@ def predict(
     if output is not None:
         check_output_file(output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
+    if engine not in ("local", "ray"):
+        raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
+    if on_error not in ("fail", "skip"):
+        raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
+    if engine == "ray":
+        _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text, nbest=nbest,
+                        batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+        return
+    if on_error != "fail":
+        raise ZhnerError("--on-error skip: only with --engine ray in this version")
     torch_device = _device(device)
     tagger = zhner.load(resolve_model_dir(model_dir))
     tagger.model.to(torch_device)
@@ -399,6 +418,27 @@ def predict(
         tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
         nbest=nbest,
     )
+
+
+def _predict_on_ray(
+    source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool, workers: int, on_error: str, *,
+    fmt: str, text: str | None, nbest: int, **predictor,
+) -> None:
+    """`zhner predict --engine ray`: zhner.integrations.ray.predict_file, after the checks a local predict makes."""
+    if fmt != "jsonl" or text is not None or nbest:
+        raise ZhnerError("--engine ray writes jsonl records of a file's lines: no --format conll, --text or --nbest")
+    try:
+        from zhner.integrations.ray import predict_file
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("ray", "pyarrow"):
+            raise ZhnerError(f"--engine ray needs {exc.name}: pip install 'zhner[ray]'") from None
+        raise
+    from zhner.pipeline import Pipeline
+
+    _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
+    path = resolve_model_dir(model_dir)
+    Pipeline.task_kind(path)
+    predict_file(source, output, path.resolve(), workers, jsonl_input, on_error, **predictor)
 
 
 @app.command("export")
