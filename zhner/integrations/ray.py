@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -162,9 +163,12 @@ def predict_file(
     if source == "-" or not Path(source).is_file():
         raise ZhnerError("--engine ray reads a file (not stdin)" if source == "-" else "no such file", None if source == "-" else source)
     started_here = not ray.is_initialized()
-    if started_here:  # a local instance; inside a cluster job, `ray.init()` beforehand joins that one
-        # one CPU more than the actors take: the read tasks need one too, or they wait for ever behind the pool
-        ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    if started_here:
+        quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": False}
+        if os.environ.get("RAY_ADDRESS"):  # join the cluster it names
+            ray.init(**quiet)
+        else:  # one CPU more than the actors take: the read tasks need one too, or they wait for ever behind the pool
+            ray.init(num_cpus=workers + 1, include_dashboard=False, **quiet)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # records come back in input order
     context.enable_progress_bars = False
