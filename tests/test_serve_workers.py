@@ -156,3 +156,18 @@ def test_protocol_class_pickles_by_name():
     check = f"import pickle, sys; cls = pickle.loads(sys.stdin.buffer.read()); print(cls.__name__, cls.header_timeout_s)"
     out = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(cls), capture_output=True, cwd=REPO, check=True)
     assert out.stdout.decode().split() == [cls.__name__, "2.5"]
+
+
+def test_load_test_counts_every_process_of_the_server():
+    """benchmarks/load_test.py sums RSS and CPU over the server's process tree (the supervisor and its workers)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from load_test import rss_mb, server_pids, total
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pids = server_pids(os.getpid())
+        assert pids[0] == os.getpid() and child.pid in pids
+        assert total(rss_mb, os.getpid()) >= rss_mb(os.getpid()) + rss_mb(child.pid) - 1  # rounding
+    finally:
+        child.kill()
+        child.wait()
