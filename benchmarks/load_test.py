@@ -194,10 +194,11 @@ async def run_level(
             rss.append(total(rss_mb, pid))
             await asyncio.sleep(min(10.0, max(0.0, stop_at - time.perf_counter())))
 
-    t0 = time.perf_counter()
+    t0, client_cpu = time.perf_counter(), time.process_time()
     long_loops = [client([long], long_latencies) for _ in range(long_clients)]
     await asyncio.gather(sample_rss(), *(client() for _ in range(clients)), *long_loops)
     elapsed = time.perf_counter() - t0
+    client_cpu = time.process_time() - client_cpu
     n = len(latencies)
     extra = {"long": {"clients": long_clients, "chars": len(long), "requests": len(long_latencies)} | {
         "latency_ms": latency_summary(long_latencies)}} if long_clients else {}
@@ -212,6 +213,9 @@ async def run_level(
         "chars_per_s": round(sent_chars / elapsed),
         "rss_mb_every_10s": rss,
         "latency_ms": latency_summary(latencies),
+        # the clients' own CPU (this process): on 2 shared cores it is CPU the server does not get
+        "client_cpu_cores": round(client_cpu / elapsed, 2),
+        "client_cpu_ms_per_request": round(1000 * client_cpu / max(1, n + len(long_latencies)), 2),
     }
 
 
@@ -238,7 +242,11 @@ def measure_run(args, sentences: list[str], long: str, workers: int, long_client
             result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid, long_clients, long))
             result["rss_mb_start"], result["rss_mb_end"] = before, total(rss_mb, server.pid)
             # below `workers` the server was starved of CPU by other processes (or waited on the clients)
-            result["server_cpu_cores"] = round((total(cpu_seconds, server.pid) - cpu_before) / result["seconds"], 2)
+            server_cpu = total(cpu_seconds, server.pid) - cpu_before
+            result["server_cpu_cores"] = round(server_cpu / result["seconds"], 2)
+            # CPU per answered request: what the throughput would be with the cores to itself, whatever else ran
+            answered = result["requests"] + result.get("long", {}).get("requests", 0)
+            result["server_cpu_ms_per_request"] = round(1000 * server_cpu / max(1, answered), 2)
             result["rss_growth_mb"] = round(result["rss_mb_end"] - before, 1)
             result["load_average_after"] = load_average()
             levels.append(result)
