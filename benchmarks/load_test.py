@@ -4,6 +4,8 @@ at 1, 8 and 32 concurrent clients.
     python benchmarks/load_test.py -m runs/tener_resume                    # 60 s per level, writes benchmarks/results/load_test.json
     python benchmarks/load_test.py -m runs/x --seconds 10 --levels 1 8 --output /tmp/lt.json
     python benchmarks/load_test.py -m DIR --long-clients 1 --levels 1 8 --output benchmarks/results/load_test_mixed.json
+    python benchmarks/load_test.py -m DIR --workers 1 2 --long-clients 0 1 --levels 1 8 32 128 --seconds 10 \
+        --output benchmarks/results/load_test_workers.json      # one run per (workers, long clients), `zhner serve --workers`
 
 The server runs as a subprocess (`python -m zhner.cli serve`, one torch thread). Each client is a loop in one asyncio
 process that sends one real test sentence per request ({"text": ...}, Resume and MSRA test sentences in turn) and
@@ -13,6 +15,9 @@ highest level; `rss_growth_mb` over a level should stay within the noise (a few 
 With --long-clients N, N more clients send a --long-chars text (MSRA test sentences joined, 20,000 characters by
 default) in the same closed loop beside the short ones; the short requests' latencies are reported as before and the
 long ones' under "long".
+With several --workers or --long-clients values, each combination is a run of its own (a fresh server) under "runs";
+RSS and CPU are then summed over the server's processes (the supervisor and its workers), and each run records the
+machine's load average before and after it (other processes on the machine compete for the same cores).
 """
 from __future__ import annotations
 
@@ -42,6 +47,34 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return round(int(line.split()[1]) / 1024, 1)
     raise RuntimeError("no VmRSS")
+
+
+def server_pids(pid: int) -> list[int]:
+    """The server and its descendants (`zhner serve --workers N`: the supervisor, its workers and helpers)."""
+    pids, frontier = [pid], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child in Path("/proc").glob(f"{parent}/task/*/children"):
+            found = [int(c) for c in child.read_text().split()]
+            pids += found
+            frontier += found
+    return pids
+
+
+def total(measure, pid: int) -> float:
+    """`measure` summed over the server's processes; one that exits meanwhile counts nothing."""
+    result = 0.0
+    for p in server_pids(pid):
+        try:
+            result += measure(p)
+        except (FileNotFoundError, ProcessLookupError, RuntimeError):
+            pass
+    return round(result, 2)
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (`uptime`)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -158,13 +191,14 @@ async def run_level(
 
     async def sample_rss() -> None:  # every 10 s: growth that levels off is allocator warm-up, steady growth a leak
         while pid is not None and time.perf_counter() < stop_at:
-            rss.append(rss_mb(pid))
+            rss.append(total(rss_mb, pid))
             await asyncio.sleep(min(10.0, max(0.0, stop_at - time.perf_counter())))
 
-    t0 = time.perf_counter()
+    t0, client_cpu = time.perf_counter(), time.process_time()
     long_loops = [client([long], long_latencies) for _ in range(long_clients)]
     await asyncio.gather(sample_rss(), *(client() for _ in range(clients)), *long_loops)
     elapsed = time.perf_counter() - t0
+    client_cpu = time.process_time() - client_cpu
     n = len(latencies)
     extra = {"long": {"clients": long_clients, "chars": len(long), "requests": len(long_latencies)} | {
         "latency_ms": latency_summary(long_latencies)}} if long_clients else {}
@@ -179,7 +213,71 @@ async def run_level(
         "chars_per_s": round(sent_chars / elapsed),
         "rss_mb_every_10s": rss,
         "latency_ms": latency_summary(latencies),
+        # the clients' own CPU (this process): on 2 shared cores it is CPU the server does not get
+        "client_cpu_cores": round(client_cpu / elapsed, 2),
+        "client_cpu_ms_per_request": round(1000 * client_cpu / max(1, n + len(long_latencies)), 2),
     }
+
+
+def measure_run(args, sentences: list[str], long: str, workers: int, long_clients: int) -> dict:
+    """One server (`--workers workers`), its levels, and the machine's load before and after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    load_before = load_average()
+    serve_args = args.serve_args.split() + (["--workers", str(workers)] if workers > 1 else [])
+    server = start_server(args.model, port, serve_args)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if workers > 1:  # every worker up (the first /health may come from the first worker ready)
+            wait_for_workers(url, workers)
+        health = httpx.get(f"{url}/health").json()
+        rss_loaded = total(rss_mb, server.pid)
+        # the allocator's warm-up (~35 MB in the first seconds under load, then flat) is not a leak: keep it out of the levels
+        asyncio.run(run_level(url, max(args.levels), args.warmup, sentences))
+        rss_warm = total(rss_mb, server.pid)
+        levels = []
+        for clients in args.levels:
+            before, cpu_before = total(rss_mb, server.pid), total(cpu_seconds, server.pid)
+            result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid, long_clients, long))
+            result["rss_mb_start"], result["rss_mb_end"] = before, total(rss_mb, server.pid)
+            # below `workers` the server was starved of CPU by other processes (or waited on the clients)
+            server_cpu = total(cpu_seconds, server.pid) - cpu_before
+            result["server_cpu_cores"] = round(server_cpu / result["seconds"], 2)
+            # CPU per answered request: what the throughput would be with the cores to itself, whatever else ran
+            answered = result["requests"] + result.get("long", {}).get("requests", 0)
+            result["server_cpu_ms_per_request"] = round(1000 * server_cpu / max(1, answered), 2)
+            result["rss_growth_mb"] = round(result["rss_mb_end"] - before, 1)
+            result["load_average_after"] = load_average()
+            levels.append(result)
+            print(json.dumps({"workers": workers, **result}), flush=True)
+        model_calls = httpx.get(f"{url}/health").json()["model_calls"]
+    finally:
+        server.terminate()
+        server.wait(30)
+    return {
+        "workers": workers,
+        "long_clients": long_clients,
+        "request": '{"text": one sentence}; closed loop: each client waits for its answer before the next request'
+        + (f"; plus {long_clients} client(s) sending {len(long)}-character texts" if long_clients else ""),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "server_rss_mb_model_loaded": rss_loaded,
+        "server_rss_mb_after_warmup": rss_warm,
+        "model_calls_total_of_one_worker": model_calls,
+        "levels": levels,
+        "health": health,
+    }
+
+
+def wait_for_workers(url: str, workers: int, seconds: float = 120) -> None:
+    """Until `workers` distinct pids have answered /health (each on a new connection)."""
+    seen: set[int] = set()
+    deadline = time.time() + seconds
+    while len(seen) < workers:
+        if time.time() > deadline:
+            raise SystemExit(f"only {len(seen)} of {workers} workers answered in {seconds:g} s")
+        seen.add(httpx.get(f"{url}/health", timeout=10).json()["pid"])
 
 
 def main() -> None:
@@ -191,37 +289,18 @@ def main() -> None:
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "load_test.json"))
     parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
     parser.add_argument("--serve-args", default="", help="extra options for zhner serve, e.g. '--batch-wait-ms 5'")
-    parser.add_argument("--long-clients", type=int, default=0, help="clients sending long texts beside the short ones")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="`zhner serve --workers`: one run per value")
+    parser.add_argument("--long-clients", type=int, nargs="+", default=[0],
+                        help="clients sending long texts beside the short ones: one run per value")
     parser.add_argument("--long-chars", type=int, default=20_000, help="characters of each long text")
     args = parser.parse_args()
 
     sentences = test_sentences()
-    long = long_text(args.long_chars) if args.long_clients else ""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = start_server(args.model, port, args.serve_args.split())
-    url = f"http://127.0.0.1:{port}"
-    try:
-        health = httpx.get(f"{url}/health").json()
-        rss_loaded = rss_mb(server.pid)
-        # the allocator's warm-up (~35 MB in the first seconds under load, then flat) is not a leak: keep it out of the levels
-        asyncio.run(run_level(url, max(args.levels), args.warmup, sentences))
-        rss_warm = rss_mb(server.pid)
-        levels = []
-        for clients in args.levels:
-            before, cpu_before = rss_mb(server.pid), cpu_seconds(server.pid)
-            result = asyncio.run(run_level(url, clients, args.seconds, sentences, server.pid, args.long_clients, long))
-            result["rss_mb_start"], result["rss_mb_end"] = before, rss_mb(server.pid)
-            # below 1.0 the server was starved of CPU by other processes (or waited on the clients)
-            result["server_cpu_cores"] = round((cpu_seconds(server.pid) - cpu_before) / result["seconds"], 2)
-            result["rss_growth_mb"] = round(result["rss_mb_end"] - before, 1)
-            levels.append(result)
-            print(json.dumps(result), flush=True)
-        model_calls = httpx.get(f"{url}/health").json()["model_calls"]
-    finally:
-        server.terminate()
-        server.wait(30)
+    long = long_text(args.long_chars) if any(args.long_clients) else ""
+    runs = [measure_run(args, sentences, long, w, n) for n in args.long_clients for w in args.workers]
+    health = runs[0].pop("health")
+    for run in runs[1:]:
+        run.pop("health")
     report = {
         "benchmark": "load_test",
         "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
@@ -230,16 +309,11 @@ def main() -> None:
         "dataset": health["dataset"],
         "limits": health["limits"],
         "sentences": f"{len(sentences)} test sentences of Resume and MSRA, alternating (mean {statistics.fmean(map(len, sentences)):.1f} chars)",
-        "request": '{"text": one sentence}; closed loop: each client waits for its answer before the next request'
-        + (f"; plus {args.long_clients} client(s) sending {len(long)}-character texts" if args.long_clients else ""),
-        "server_rss_mb_model_loaded": rss_loaded,
-        "server_rss_mb_after_warmup": rss_warm,
-        "model_calls_total": model_calls,
-        "levels": levels,
+        **(runs[0] if len(runs) == 1 else {"runs": runs}),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}",
-        "threads": "server: one torch thread (OMP_NUM_THREADS=1); clients: one asyncio process (raw HTTP/1.1 keep-alive) on the same machine",
+        "threads": "server: one torch thread per worker (OMP_NUM_THREADS=1); clients: one asyncio process (raw HTTP/1.1 keep-alive) on the same machine",
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d"),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     from zhner.fileio import atomic_write_text

@@ -31,6 +31,7 @@ app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
+MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -369,6 +370,15 @@ def predict(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (this process) or ray: Ray Data actors, --workers of them, each loading the "
+        "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
+    ),
+    workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    on_error: str = typer.Option(
+        "fail", "--on-error", help="with --engine ray, a line that is not UTF-8 or not a JSONL record: fail (stop, "
+        "naming it; nothing written) or skip (report it on stderr, count them at the end)"
+    ),
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -390,6 +400,16 @@ def predict(
     if output is not None:
         check_output_file(output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
+    if engine not in ("local", "ray"):
+        raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
+    if on_error not in ("fail", "skip"):
+        raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
+    if engine == "ray":
+        _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text, nbest=nbest,
+                        batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+        return
+    if on_error != "fail":
+        raise ZhnerError("--on-error skip: only with --engine ray in this version")
     torch_device = _device(device)
     tagger = zhner.load(resolve_model_dir(model_dir))
     tagger.model.to(torch_device)
@@ -398,6 +418,27 @@ def predict(
         tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
         nbest=nbest,
     )
+
+
+def _predict_on_ray(
+    source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool, workers: int, on_error: str, *,
+    fmt: str, text: str | None, nbest: int, **predictor,
+) -> None:
+    """`zhner predict --engine ray`: zhner.integrations.ray.predict_file, after the checks a local predict makes."""
+    if fmt != "jsonl" or text is not None or nbest:
+        raise ZhnerError("--engine ray writes jsonl records of a file's lines: no --format conll, --text or --nbest")
+    try:
+        from zhner.integrations.ray import predict_file
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("ray", "pyarrow"):
+            raise ZhnerError(f"--engine ray needs {exc.name}: pip install 'zhner[ray]'") from None
+        raise
+    from zhner.pipeline import Pipeline
+
+    _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
+    path = resolve_model_dir(model_dir)
+    Pipeline.task_kind(path)
+    predict_file(source, output, path.resolve(), workers, jsonl_input, on_error, **predictor)
 
 
 @app.command("export")
@@ -479,6 +520,11 @@ def serve(
     read_timeout_s: float = typer.Option(10.0, min=0.001, help="seconds a client has to send a request's headers, and again its body (408 after)"),
     request_timeout_s: float = typer.Option(30.0, min=0.001, help="seconds a request may wait for and use the model (503 after)"),
     access_log: bool = typer.Option(False, "--access-log", help="log every request to stderr"),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=MAX_SERVE_WORKERS, help="processes answering on the port, each with its own copy of "
+        "the model (about one per CPU core; uvicorn's supervisor starts, restarts and stops them)"
+    ),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
 ) -> None:
     """HTTP service: POST /v1/ner (taggers) or /v1/classify (classifiers) {"text": ...} or {"texts": [...]}; GET /health;
     OpenAPI at /openapi.json."""
@@ -491,7 +537,6 @@ def serve(
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
         raise
-    import zhner
 
     _check_listen(host, port)  # before the model loads; uvicorn would log its own error and exit 3
     path = resolve_model_dir(model_dir)
@@ -505,12 +550,26 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    pipeline = zhner.load(path)
+    _device(device)  # a bad --device fails here, once, rather than in every worker
+    if workers > 1:
+        from zhner.pipeline import Pipeline
+        from zhner.serve.workers import serve_workers
+
+        kind = Pipeline.task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+        _echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
+        serve_workers(path, device, limits, workers, host, port, access_log)
+        return
+    from zhner.serve.workers import load_pipeline
+
+    pipeline = load_pipeline(path, device)
     app_ = create_app(pipeline, limits)
-    endpoint = "/v1/ner" if pipeline.task.kind == "tagging" else "/v1/classify"
-    _echo_err(f"serving {path} on http://{host}:{port} (POST {endpoint}, GET /health, docs at /docs)")
+    _echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
     uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+
+
+def _endpoints(kind: str) -> str:
+    return f"POST {'/v1/ner' if kind == 'tagging' else '/v1/classify'}, GET /health, docs at /docs"
 
 
 @app.command()

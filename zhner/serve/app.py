@@ -16,6 +16,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable
 from contextlib import asynccontextmanager
@@ -138,6 +139,7 @@ class Health(BaseModel):
     task: str = Field(description="tagging or classification")
     labels: list[str] = Field(description="entity types (tagging) or class labels (classification) it predicts")
     uptime_s: float
+    pid: int = Field(description="the process that answered: with `zhner serve --workers N`, one of N workers")
     model_calls: int = Field(description="batched model calls since start")
     pending_texts: int = Field(description="texts waiting for the model now")
     limits: Limits
@@ -404,6 +406,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "task": kind,
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),
+            "pid": os.getpid(),
             "model_calls": batcher.model_calls,
             "pending_texts": batcher.pending_texts,
             "limits": limits,

@@ -69,8 +69,29 @@ class HeaderDeadline:
         transport.close()
 
 
+PROTOCOL_PREFIX = "H11HeaderDeadline_"
+
+
 def protocol_class(header_timeout_s: float) -> type:
     """uvicorn's h11 protocol with a header deadline, for `uvicorn.run(app, http=protocol_class(10))` (h11: the parser
-    uvicorn falls back on; httptools is not a dependency of zhner)."""
-    return type("H11HeaderDeadline", (HeaderDeadline, H11Protocol), {"header_timeout_s": header_timeout_s})
+    uvicorn falls back on; httptools is not a dependency of zhner).
+
+    The class is named after its deadline and kept in this module, so that pickle finds it by name: uvicorn's workers
+    (`--workers N`) are spawned processes that receive their config, this class included, pickled."""
+    name = PROTOCOL_PREFIX + repr(float(header_timeout_s)).replace(".", "_")  # a dot would read as an attribute path
+    if name not in globals():
+        cls = type(name, (HeaderDeadline, H11Protocol), {"header_timeout_s": float(header_timeout_s), "__module__": __name__})
+        globals()[name] = cls
+    return globals()[name]
+
+
+def __getattr__(name: str) -> type:
+    """A protocol class unpickled in a worker process, made again from its name (see protocol_class)."""
+    if name.startswith(PROTOCOL_PREFIX):
+        try:
+            seconds = float(name.removeprefix(PROTOCOL_PREFIX).replace("_", "."))
+        except ValueError:
+            raise AttributeError(name) from None
+        return protocol_class(seconds)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -1,0 +1,107 @@
+"""Batch tagging on Ray Data (zhner.integrations.ray, `zhner predict --engine ray`): a local Ray instance with two model
+actors must write exactly what `zhner predict` writes, in the same order, and handle bad lines as --on-error says."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_TENER
+from test_serve import FINDS_ENTITIES, run_main
+from zhner.cli import resolve_config
+from zhner.config import load_config
+from zhner.data.registry import load_dataset
+from zhner.errors import ZhnerError
+from zhner.serve.predict import predict_stream
+from zhner.tagger import Tagger
+from zhner.train.trainer import train
+
+ray = pytest.importorskip("ray")
+from zhner.integrations.ray import predict_file  # noqa: E402  (needs ray)
+
+BAD_LINES = {  # line number in the input -> what is wrong with it
+    5: b"{not json",
+    9: b'{"id": "no-text"}',
+    12: b'{"id": "latin-1", "text": "caf\xe9"}',
+}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("ray_model")
+    train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance for the module: two model actors plus a CPU for the read tasks."""
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, shared_data):
+    """About 3,000 JSONL records (Resume's sentences with ids, long documents among them, a BOM, CRLF line ends, a
+    U+2028 inside a text, a blank line) with three bad lines; and the same file without the bad lines."""
+    sentences = [s.text for split in ("train", "dev") for s in load_dataset("resume")[split].sentences][:3000]
+    lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() for i, t in enumerate(sentences)]
+    lines[20] = json.dumps({"id": "long", "text": "".join(sentences[:150])}, ensure_ascii=False).encode()  # ~4,000 chars
+    lines[30] = json.dumps({"id": "sep", "text": "张三\u2028在北京"}, ensure_ascii=False).encode()
+    lines[40] = lines[40] + b"\r"
+    lines[50] = b""
+    for number, raw in BAD_LINES.items():
+        lines[number - 1] = raw
+    folder = tmp_path_factory.mktemp("ray_inputs")
+    with_bad, good = folder / "with_bad.jsonl", folder / "good.jsonl"
+    with_bad.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+    good.write_bytes(b"\xef\xbb\xbf" + b"\n".join(r for i, r in enumerate(lines, 1) if i not in BAD_LINES) + b"\n")
+    return with_bad, good
+
+
+def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, tmp_path):
+    with_bad, good = inputs
+    expected = tmp_path / "local.jsonl"
+    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    reports: list[str] = []
+    written, skipped = predict_file(
+        str(with_bad), tmp_path / "ray.jsonl", model_dir, workers=2, jsonl=True, on_error="skip", log=reports.append
+    )
+    assert (tmp_path / "ray.jsonl").read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
+    records = [json.loads(line) for line in expected.read_text(encoding="utf-8").split("\n") if line]  # not splitlines: U+2028
+    assert written == len(records) > 2900 and skipped == len(BAD_LINES)
+    assert sum(len(r["entities"]) for r in records) > 100  # the model finds entities: offsets are compared too
+    assert any(r["id"] == "long" and len(r["text"]) > 3000 for r in records)  # a long text, cut and stitched alike
+    assert [line.split(":")[1] for line in reports[:-1]] == [str(n) for n in BAD_LINES]  # each bad line, by number
+    assert "invalid JSON" in reports[0] and '"text"' in reports[1] and "not valid UTF-8" in reports[2]
+    assert reports[-1] == f"skipped 3 bad line(s) of {with_bad}"
+
+
+def test_ray_fails_on_the_first_bad_line_and_writes_nothing(model_dir, local_ray, inputs, tmp_path):
+    with_bad, _ = inputs
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ZhnerError) as error:
+        predict_file(str(with_bad), out, model_dir, workers=2, jsonl=True, on_error="fail")
+    assert str(error.value).startswith(f"{with_bad}:5: ") and not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left either
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--engine", "spark"], "--engine must be local or ray, not 'spark'"),
+        (["--engine", "ray", "--on-error", "ignore"], "--on-error must be fail or skip, not 'ignore'"),
+        (["--engine", "ray", "--format", "conll", "in.txt"], "--engine ray writes jsonl records"),
+        (["--engine", "ray", "--text", "张三"], "--engine ray writes jsonl records"),
+        (["--on-error", "skip", "in.txt"], "--on-error skip: only with --engine ray"),
+    ],
+)
+def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, message):
+    code, err = run_main(monkeypatch, capsys, "predict", "-m", tmp_path, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_engine_ray_reads_a_file_not_stdin(model_dir, monkeypatch, capsys):
+    code, err = run_main(monkeypatch, capsys, "predict", "-m", model_dir, "--engine", "ray", "-")
+    assert code == 2 and err.strip() == "error: --engine ray reads a file (not stdin)"

@@ -1,0 +1,173 @@
+"""`zhner serve --workers N` and `--device`: processes sharing one port, started, used and stopped as a user would."""
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from conftest import REPO, TINY_TENER
+from test_serve import FINDS_ENTITIES, free_port, run_main
+from zhner.cli import resolve_config
+from zhner.config import load_config
+from zhner.serve import server as server_module
+from zhner.tagger import Tagger
+from zhner.train.trainer import train
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("workers_model")
+    train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
+    return out
+
+
+def start_workers(model_dir, workers: int = 2) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port), "--workers", str(workers)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            httpx.get(f"{url}/health", timeout=2).raise_for_status()
+            return proc, url
+        except httpx.TransportError:
+            assert time.time() < deadline, "zhner serve --workers did not start"
+            time.sleep(0.2)
+
+
+def worker_pids(url: str, workers: int, tries: int = 400) -> set[int]:
+    """The pids that answer /health, over new connections made 8 at a time (the kernel gives each connection to one
+    worker), until `workers` distinct ones have answered."""
+    seen: set[int] = set()
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(tries // 8):
+            seen |= set(pool.map(lambda _: httpx.get(f"{url}/health", timeout=10).json()["pid"], range(8)))
+            if len(seen) >= workers:
+                break
+    return seen
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(pids: set[int], seconds: float = 20) -> set[int]:
+    deadline = time.time() + seconds
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    return {p for p in pids if alive(p)}
+
+
+def test_two_workers_answer_on_one_port_and_stop_together(model_dir):
+    """Both workers serve (two pids answer /health), each tags as the model does, and Ctrl-C stops all of them."""
+    proc, url = start_workers(model_dir)
+    try:
+        pids = worker_pids(url, 2)
+        assert len(pids) == 2 and proc.pid not in pids, pids
+        texts = ["张三毕业于北京大学。", "李四在上海工作。"]
+        answers = [httpx.post(f"{url}/v1/ner", json={"texts": texts}, timeout=30) for _ in range(6)]
+        expected = Tagger.load(model_dir).predict(texts)
+        assert all(r.status_code == 200 and [x["entities"] for x in r.json()["results"]] == expected for r in answers)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert wait_gone(pids) == set()  # no orphan worker holds the port
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/health", timeout=2)
+
+
+def test_workers_die_with_a_killed_parent(model_dir):
+    """SIGKILL leaves the supervisor no chance to stop its workers: the kernel does (PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    proc, url = start_workers(model_dir)
+    try:
+        pids = worker_pids(url, 2)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert pids and wait_gone(pids) == set()
+
+
+def test_workers_that_cannot_load_the_model_stop_the_server(model_dir, tmp_path):
+    """A directory that looks like a model but whose weights are corrupt: each worker fails to load it, the parent
+    stops (no restart loop) and exits non-zero with one-line errors, no traceback."""
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    proc = subprocess.run(
+        [sys.executable, "-m", "zhner.cli", "serve", "-m", str(broken), "--port", str(free_port()), "--workers", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and "corrupt weights file" in errors[0] and errors[-1].startswith("error: the workers could not start")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "0"], "Invalid value for '--workers'"),
+        (["--workers", "two"], "Invalid value for '--workers'"),
+        (["--device", "tpu"], "--device must be one of auto, cpu, cuda (or cuda:N), not 'tpu'"),
+    ],
+)
+def test_bad_workers_or_device_is_one_line(tmp_path, monkeypatch, capsys, args, message):
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path, "--port", free_port(), *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_device_without_cuda_is_one_line(tmp_path, monkeypatch, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path, "--port", free_port(), "--device", "cuda")
+    assert code == 2 and err.startswith("error: --device cuda: no CUDA device is available") and len(err.splitlines()) == 1
+
+
+def test_missing_model_fails_before_any_worker_starts(tmp_path, monkeypatch, capsys):
+    code, err = run_main(monkeypatch, capsys, "serve", "-m", tmp_path / "none", "--port", free_port(), "--workers", "2")
+    assert code == 2 and err.strip().startswith("error: ") and "no such model directory" in err
+
+
+def test_protocol_class_pickles_by_name():
+    """uvicorn pickles its config, our protocol class included, into each spawned worker: a fresh interpreter must
+    find the class by name (module __getattr__ rebuilds it), with its deadline."""
+    cls = server_module.protocol_class(2.5)
+    assert pickle.loads(pickle.dumps(cls)) is cls
+    check = f"import pickle, sys; cls = pickle.loads(sys.stdin.buffer.read()); print(cls.__name__, cls.header_timeout_s)"
+    out = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(cls), capture_output=True, cwd=REPO, check=True)
+    assert out.stdout.decode().split() == [cls.__name__, "2.5"]
+
+
+def test_load_test_counts_every_process_of_the_server():
+    """benchmarks/load_test.py sums RSS and CPU over the server's process tree (the supervisor and its workers)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from load_test import rss_mb, server_pids, total
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pids = server_pids(os.getpid())
+        assert pids[0] == os.getpid() and child.pid in pids
+        assert total(rss_mb, os.getpid()) >= rss_mb(os.getpid()) + rss_mb(child.pid) - 1  # rounding
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,88 @@
+"""`zhner serve --workers N`: N processes answer on one port, each with its own copy of the model.
+
+uvicorn's own process supervisor does the work: the parent binds the socket once and spawns N workers that accept on
+it (the kernel hands each new connection to one of them); it restarts a worker that dies and stops them all on
+SIGINT / SIGTERM. zhner adds only what a spawned worker needs to build its app: the model directory, device and limits
+travel in the environment variable ZHNER_SERVE_WORKER, and `app_from_environment` (the app factory uvicorn calls in
+each worker) loads the model once there. A worker whose model cannot load prints one line and exits with uvicorn's
+startup-failure code, which makes the parent stop the others (`serve_workers` then raises that line).
+
+On Linux each worker also asks the kernel for SIGTERM when its parent dies, so that even a SIGKILLed parent leaves no
+worker behind holding the port.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from zhner.errors import ZhnerError
+from zhner.serve.app import Limits, create_app
+from zhner.serve.server import protocol_class
+
+SETTINGS_ENV = "ZHNER_SERVE_WORKER"
+FACTORY = "zhner.serve.workers:app_from_environment"
+STARTUP_FAILURE = 3  # = uvicorn.config.STARTUP_FAILURE: the supervisor stops instead of restarting the worker
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def worker_settings(model_dir: Path, device: str, limits: Limits) -> str:
+    """What each worker needs to build its app, as the JSON that ZHNER_SERVE_WORKER carries."""
+    return json.dumps({"model_dir": str(model_dir), "device": device, "limits": limits.model_dump()})
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel send this process SIGTERM when its parent exits, however it exits (elsewhere: nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # a libc without prctl: the supervisor's own shutdown still stops the workers
+        pass
+    if os.getppid() == 1:  # the parent was already gone before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def load_pipeline(model_dir: str | Path, device: str) -> Any:
+    """The model directory's pipeline on `device`: what each worker serves."""
+    import zhner
+    from zhner.device import resolve_device
+
+    torch_device = resolve_device(device)
+    pipeline = zhner.load(model_dir)
+    pipeline.model.to(torch_device)
+    return pipeline
+
+
+def app_from_environment() -> Any:
+    """uvicorn's app factory in each worker process: the app serving ZHNER_SERVE_WORKER's model."""
+    die_with_parent()
+    settings = json.loads(os.environ[SETTINGS_ENV])
+    try:
+        pipeline = load_pipeline(settings["model_dir"], settings["device"])
+    except ZhnerError as exc:
+        print(f"error: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILURE)
+    return create_app(pipeline, Limits(**settings["limits"]))
+
+
+def serve_workers(
+    model_dir: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool = False
+) -> None:
+    """Serve with `workers` processes on host:port until SIGINT / SIGTERM; ZhnerError when the workers could not start."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ[SETTINGS_ENV] = worker_settings(model_dir, device, limits)  # spawned workers inherit the environment
+    config = uvicorn.Config(
+        FACTORY, factory=True, host=host, port=port, workers=workers, http=protocol_class(limits.read_timeout_s),
+        access_log=access_log, log_level="info" if access_log else "warning",
+    )
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        raise ZhnerError("the workers could not start (see the worker's error above)")
