@@ -1,5 +1,5 @@
-"""The `zhner` command: train / sweep / evaluate / compare / attention / predict / serve / export / score / translate / data /
-bench / demo.
+"""The `zhner` command: train / sweep / evaluate / compare / attention / plot / predict / serve / export / score / translate /
+data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
@@ -250,7 +250,7 @@ def attention(
     maps = selective_maps(pipeline, text)
     pngs = plot_attention(maps, output)
     if cjk_font() is None:
-        _echo_err(f"note: no CJK font installed (fc-list :lang=zh is empty): ticks are character indices, see {output / 'tokens.txt'}")
+        _echo_err(f"note: no CJK font (pip install 'zhner[plot]' brings one): ticks are character indices, see {output / 'tokens.txt'}")
     typer.echo("entities: " + json.dumps(maps["entities"], ensure_ascii=False))
     for n, layer in enumerate(maps["layers"]):
         for h, kept in enumerate(layer["kept"]):
@@ -284,6 +284,24 @@ def gates(
         table = {"command": "zhner gates " + " ".join(sys.argv[2:]), "data": data, "gates": rows}
         atomic_write_text(output.with_suffix(".json"), json.dumps(table, indent=1) + "\n")
         typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
+
+
+@app.command()
+def plot(
+    runs: list[Path] = typer.Argument(..., help="run directories (what zhner train -o wrote; each has log.jsonl)"),
+    output: Path = typer.Option(..., "-o", "--output", help="the PNG to write (atomically)"),
+) -> None:
+    """Training curves: the training loss and the dev score of each epoch, one line per run, the best epoch circled."""
+    from zhner.evaluate.curves import plot_curves, read_curve
+    from zhner.fileio import check_output_file
+
+    check_output_file(output)
+    curves = [read_curve(run) for run in runs]  # every log is read before anything is drawn
+    plot_curves(curves, output)
+    for curve in curves:
+        best = curve.epochs.index(curve.best_epoch)
+        typer.echo(f"{curve.name}: {len(curve.epochs)} epochs, best dev {curve.metric} {curve.dev[best]:.2f} at epoch {curve.best_epoch}")
+    typer.echo(f"wrote {output}")
 
 
 def _own_dev(pipeline):
