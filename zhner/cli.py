@@ -56,12 +56,13 @@ class _EchoHandler(logging.Handler):
 
 
 def _log_to_stderr() -> None:
-    """Route the `zhner` loggers to stderr at INFO (once): the library itself only logs, it never prints."""
-    root = logging.getLogger("zhner")
-    if not any(isinstance(h, _EchoHandler) for h in root.handlers):
-        root.addHandler(_EchoHandler())
-    root.setLevel(logging.INFO)
-    root.propagate = False  # a host application's root handler would print each line twice
+    """Route the trainer's logger to stderr at INFO (once): the library only logs, it never prints; the CLI prints
+    the lines it always printed. (Other zhner loggers keep Python's default: warnings only, as before.)"""
+    trainer = logging.getLogger("zhner.train")
+    if not any(isinstance(h, _EchoHandler) for h in trainer.handlers):
+        trainer.addHandler(_EchoHandler())
+    trainer.setLevel(logging.INFO)
+    trainer.propagate = False  # a host application's root handler would print each line twice
 
 
 def _set_threads(threads: int) -> None:
