@@ -113,6 +113,8 @@ def test_classifier_trains_saves_and_loads_as_its_task(sst2_model):
     assert out[0]["label"] in ("0", "1") and sum(out[0]["scores"].values()) == pytest.approx(1, abs=1e-4)
     assert out[1]["label"] is None  # an empty text
     assert Classifier.load(sst2_model).predict(["a charming and often affecting journey ."])[0] == out[0]
+    assert classifier.predict("a charming and often affecting journey .") == out[0]  # one string: one record
+    assert repr(classifier).startswith("Classifier(model=") and "labels=['0', '1']" in repr(classifier)
     with pytest.raises(ZhnerError, match="not a tagging model"):
         Tagger.load(sst2_model)
 
