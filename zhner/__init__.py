@@ -55,7 +55,12 @@ def load(model: str | Path | None = None, device: str = "cpu") -> Any:
     from zhner.shipped import resolve_model
     from zhner.tagger import Tagger
 
-    target = resolve_device(device)  # a bad device fails before the model is read
+    from zhner.errors import ZhnerError
+
+    try:
+        target = resolve_device(device)  # a bad device fails before the model is read
+    except ZhnerError as exc:  # its messages name the CLI's option; here it is a keyword
+        raise ZhnerError(str(exc).replace("--device", "device")) from None
     directory = resolve_model(model)
     pipeline = (Tagger if Pipeline.task_kind(directory) == "tagging" else Classifier).load(directory)
     pipeline.model.to(target)
