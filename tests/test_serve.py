@@ -393,6 +393,7 @@ def test_health_labels_and_openapi(server):
     health = client.get("/health").json()
     types = sorted({t[2:] for t in tagger.featurizer.tags if t != "O"})
     assert health["status"] == "ok" and health["model"] == "tener" and health["dataset"] == "resume"
+    assert health["test_scores"] == {"resume": tagger.metrics["test"]["strict"]["f1"]}  # one corpus: its own test
     assert health["labels"] == types and health["limits"]["max_text_chars"] == 500
     assert health["uptime_s"] > 0
     time.sleep(0.01)
