@@ -22,9 +22,10 @@ def tagger() -> Tagger:
     return Tagger.load(default_model_dir())
 
 
-def test_default_output_is_unchanged_and_scores_are_probabilities(tagger):
-    plain = tagger.predict(TEXTS)
+def test_unscored_output_is_unchanged_and_scores_are_probabilities(tagger):
+    plain = tagger.predict(TEXTS, confidence=False)
     scored = tagger.predict(TEXTS, confidence=True)
+    assert tagger.predict(TEXTS) == scored  # the Python default: scores when the model has a CRF
     assert all("score" not in e for entities in plain for e in entities)
     assert [[{k: v for k, v in e.items() if k != "score"} for e in entities] for entities in scored] == plain
     scores = [e["score"] for entities in scored for e in entities]
@@ -70,7 +71,7 @@ def test_scores_and_nbest_against_enumeration(tagger, text):
     assert [r["probability"] for r in ranked] == pytest.approx([p for _, p in top], abs=1e-5)
     for r, (path, _) in zip(ranked, top):
         assert [(e["start"], e["end"], e["type"]) for e in r["entities"]] == tags_to_spans(list(path), tagger.featurizer.scheme)
-    assert ranked[0]["entities"] == tagger.predict([text])[0]
+    assert ranked[0]["entities"] == tagger.predict([text], confidence=False)[0]
 
 
 def test_nbest_edges(tagger):

@@ -113,7 +113,7 @@ def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, sh
 
     texts = [s.text for s in load_dataset("resume")["test"].sentences]
     assert len(texts) == 477
-    expected = Tagger.load(out).predict(texts)
+    expected = Tagger.load(out).predict(texts, confidence=False)  # ONNX entities carry no score
     got = OnnxTagger.load(out, tmp_path / "m.onnx").predict(texts)
     assert sum(map(len, expected)) > 300  # a model that tags entities, so that equality means something
     assert got == expected

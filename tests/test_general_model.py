@@ -104,7 +104,7 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     assert default_model_dir() is None
     src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
     src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
-    options = {"confidence": False, "nbest": 0, "input_format": "auto", "text": None, "device": "cpu"}  # typer's defaults
+    options = {"confidence": False, "nbest": 0, "input_format": "auto", "text": None, "device": "cpu", "on_error": "fail"}  # typer's defaults
     with pytest.raises(ZhnerError, match="ships no default model"):
         predict(str(src), None, dest, "jsonl", 32, None, **options)
 
@@ -112,7 +112,7 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     assert default_model_dir() == general_run
     predict(str(src), None, dest, "jsonl", 32, None, **options)
     records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
-    expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"])
+    expected = Tagger.load(general_run).predict(["张三毕业于北京大学。", "李四"], confidence=False)
     assert [r["entities"] for r in records] == expected
 
 
@@ -124,13 +124,13 @@ def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
     lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
-    evaluate(general_run, str(source), 64, device="cpu", seen_in=None)
+    evaluate(general_run, str(source), 64, device="cpu", seen_in=None, as_json=True)
     from_source = json.loads(capsys.readouterr().out)
-    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=None)
+    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=None, as_json=True)
     assert from_source == json.loads(capsys.readouterr().out)
     assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
     # --seen-in in the source types is mapped too: both gold mentions are seen (张三/PER, 北京/LOC)
-    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=str(source))
+    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=str(source), as_json=True)
     seen = json.loads(capsys.readouterr().out)["seen"]
     assert (seen["seen"]["n_gold"], seen["unseen"]["n_gold"]) == (2, 0)
 

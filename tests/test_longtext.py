@@ -132,7 +132,7 @@ def test_predict_100k_character_document(tiny_model, tmp_path):
     expected = []
     for off, chunk in pieces:
         if off + len(chunk) <= 95_000:  # the sentence part: pieces do not overlap there
-            expected += [e | {"start": e["start"] + off, "end": e["end"] + off} for e in tagger.predict([chunk])[0]]
+            expected += [e.to_dict() | {"start": e["start"] + off, "end": e["end"] + off} for e in tagger.predict([chunk], confidence=False)[0]]
     assert [e for e in entities if e["end"] <= pieces_end(pieces, 95_000)] == expected
 
 
@@ -156,10 +156,10 @@ def test_a_long_line_is_tagged_as_its_sentences(tiny_model, monkeypatch):
     seen: list[int] = []
     tag = tagger.tag
     monkeypatch.setattr(tagger, "tag", lambda chunks, batch_size=32: seen.extend(map(len, chunks)) or tag(chunks, batch_size))
-    (entities, short) = tagger.predict([line, "张三"])
+    (entities, short) = tagger.predict([line, "张三"], confidence=False)  # the path through `tag`
     assert sorted(seen) == sorted([len(s) for s in sentences] + [2])  # one model input per sentence
-    assert short == tagger.predict(["张三"])[0]
+    assert short == tagger.predict(["张三"], confidence=False)[0]
     expected = []
-    for start, one in zip(starts, tagger.predict(sentences)):
-        expected += [e | {"start": e["start"] + start, "end": e["end"] + start} for e in one]
+    for start, one in zip(starts, tagger.predict(sentences, confidence=False)):
+        expected += [e.to_dict() | {"start": e["start"] + start, "end": e["end"] + start} for e in one]
     assert entities == expected and entities

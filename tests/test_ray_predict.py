@@ -94,7 +94,6 @@ def test_ray_fails_on_the_first_bad_line_and_writes_nothing(model_dir, local_ray
         (["--engine", "ray", "--on-error", "ignore"], "--on-error must be fail or skip, not 'ignore'"),
         (["--engine", "ray", "--format", "conll", "in.txt"], "--engine ray writes jsonl records"),
         (["--engine", "ray", "--text", "张三"], "--engine ray writes jsonl records"),
-        (["--on-error", "skip", "in.txt"], "--on-error skip: only with --engine ray"),
     ],
 )
 def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, message):

@@ -140,7 +140,7 @@ def test_compare_two_models_sentence_by_sentence(swept):
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)
     for model, key in ((a, "f1_a"), (b, "f1_b")):
-        evaluated = json.loads(zhner("evaluate", model, "resume:dev").stdout)
+        evaluated = json.loads(zhner("evaluate", model, "resume:dev", "--json").stdout)
         assert round(100 * result["strict"][key], 2) == evaluated["strict"]["f1"]
         assert round(100 * result["lenient"][key], 2) == evaluated["lenient"]["f1"]
     assert result["strict"]["sentences"] == 463 and 0 < result["strict"]["p"] <= 1

@@ -74,7 +74,7 @@ def sentences(shared_data):
 
 def check_records(texts, records, tagger):
     assert [r["text"] for r in records] == texts
-    assert [r["entities"] for r in records] == tagger.predict(texts)  # the service adds nothing and loses nothing
+    assert [r["entities"] for r in records] == tagger.predict(texts, confidence=False)  # the service adds nothing and loses nothing
     for r in records:
         for e in r["entities"]:
             assert r["text"][e["start"] : e["end"]] == e["text"] and e["end"] > e["start"]
@@ -277,7 +277,7 @@ def test_long_text_beside_short_requests(model_dir, sentences):
 
     with live_server(create_app(tagger, limits)) as url:
         record, short_done, long_done = asyncio.run(run(url))
-    assert record["entities"] == tagger.predict([long])[0]
+    assert record["entities"] == tagger.predict([long], confidence=False)[0]
     assert max(short_done) < long_done  # five short requests in turn, all answered while the long one ran
 
 
@@ -393,6 +393,7 @@ def test_health_labels_and_openapi(server):
     health = client.get("/health").json()
     types = sorted({t[2:] for t in tagger.featurizer.tags if t != "O"})
     assert health["status"] == "ok" and health["model"] == "tener" and health["dataset"] == "resume"
+    assert health["test_scores"] == {"resume": tagger.metrics["test"]["strict"]["f1"]}  # one corpus: its own test
     assert health["labels"] == types and health["limits"]["max_text_chars"] == 500
     assert health["uptime_s"] > 0
     time.sleep(0.01)
@@ -674,7 +675,7 @@ def test_predict_streams_stdin(model_dir):
     records = first + rest
     assert [r["text"] for r in records] == texts  # sorted by length for the model, written back in input order
     tagger = Tagger.load(model_dir)
-    assert [r["entities"] for r in records[:50]] == tagger.predict(texts[:50])
+    assert [r["entities"] for r in records[:50]] == tagger.predict(texts[:50], confidence=False)
 
 
 def test_load_test_client_against_the_live_server(server, sentences):

@@ -113,6 +113,8 @@ def test_classifier_trains_saves_and_loads_as_its_task(sst2_model):
     assert out[0]["label"] in ("0", "1") and sum(out[0]["scores"].values()) == pytest.approx(1, abs=1e-4)
     assert out[1]["label"] is None  # an empty text
     assert Classifier.load(sst2_model).predict(["a charming and often affecting journey ."])[0] == out[0]
+    assert classifier.predict("a charming and often affecting journey .") == out[0]  # one string: one record
+    assert repr(classifier).startswith("Classifier(model=") and "labels=['0', '1']" in repr(classifier)
     with pytest.raises(ZhnerError, match="not a tagging model"):
         Tagger.load(sst2_model)
 
@@ -136,7 +138,7 @@ def test_classifier_reads_long_text_in_windows(sst2_model):
 
 def test_classifier_evaluate_and_predict_cli(sst2_model, tmp_path):
     cli = [sys.executable, "-m", "zhner.cli"]
-    scored = subprocess.run(cli + ["evaluate", str(sst2_model), "sst2"], cwd=REPO, capture_output=True, text=True)
+    scored = subprocess.run(cli + ["evaluate", str(sst2_model), "sst2", "--json"], cwd=REPO, capture_output=True, text=True)
     assert scored.returncode == 0, scored.stderr
     assert set(json.loads(scored.stdout)) >= {"accuracy", "mcc", "macro_f1"}
     (tmp_path / "in.jsonl").write_text('{"id": 7, "text": "a gorgeous film ."}\n', encoding="utf-8")
@@ -225,7 +227,7 @@ def test_english_tagger_onnx_export_matches(conll_model, tmp_path):
     path = export_onnx(tagger, tmp_path / "m" / "model.onnx")
     texts = EXAMPLE_TEXTS["word"] + ["Germany " * 60]  # over BERT's 40 positions: the tagger cuts it into pieces
     onnx = OnnxTagger.load(tmp_path / "m", path)
-    predicted = tagger.predict(texts)
+    predicted = tagger.predict(texts, confidence=False)  # ONNX entities carry no score
     assert all(predicted) and onnx.predict(texts) == predicted
     with pytest.raises(ZhnerError, match="word pieces"):  # one sentence past the graph's window: refused, not a crash
         onnx.tag([example_from_text("Germany " * 60, "word")])

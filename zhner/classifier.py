@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zhner.pipeline import Pipeline, check_positive, text_list
+from zhner.pipeline import Pipeline, check_positive, one_or_many
 
 
 class Classifier(Pipeline):
@@ -22,10 +22,13 @@ class Classifier(Pipeline):
         share = round(1 / len(self.task.labels), 6)
         return {"label": None, "scores": {label: share for label in self.task.labels}}
 
-    def predict(self, texts: Iterable[str], batch_size: int = 32) -> list[dict]:
-        """{"label", "scores"} for each text: the most probable label and every label's probability."""
+    def predict(self, texts: str | Iterable[str], batch_size: int = 32) -> dict | list[dict]:
+        """{"label", "scores"}: the most probable label and every label's probability, of one text, or for each text of
+        a list (a list of them)."""
         check_positive("batch_size", batch_size)
-        return self.predictions(self.examples(text_list(texts)), batch_size)
+        texts, single = one_or_many(texts)
+        predictions = self.predictions(self.examples(texts), batch_size)
+        return predictions[0] if single else predictions
 
     def record(self, text: str, prediction: dict) -> dict:
         return {"text": text, **prediction}

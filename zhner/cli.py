@@ -1,11 +1,12 @@
-"""The `zhner` command: train / sweep / evaluate / compare / attention / predict / serve / export / score / translate / data /
-bench / demo.
+"""The `zhner` command: train / sweep / evaluate / compare / attention / plot / predict / serve / export / score / translate /
+data / bench / demo.
 
 User errors (bad files, configs, arguments) print one `error: ...` line and exit with status 2; no traceback.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -47,6 +48,31 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+class _EchoHandler(logging.Handler):
+    """Prints zhner's log records (the trainer's progress) on stderr, one plain line each, as the CLI always has;
+    stderr is looked up at each record, so a test runner's captured stream gets them too."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _echo_err(self.format(record))
+
+
+def _log_to_stderr() -> None:
+    """Route the trainer's logger to stderr at INFO (once): the library only logs, it never prints; the CLI prints
+    the lines it always printed. (Other zhner loggers keep Python's default: warnings only, as before.)"""
+    trainer = logging.getLogger("zhner.train")
+    if not any(isinstance(h, _EchoHandler) for h in trainer.handlers):
+        trainer.addHandler(_EchoHandler())
+    trainer.setLevel(logging.INFO)
+    trainer.propagate = False  # a host application's root handler would print each line twice
+
+
+def _set_threads(threads: int) -> None:
+    """torch's thread count for a command that trains (train.threads): the CLI's to set, never the library's."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
@@ -54,6 +80,7 @@ def _root(
     ),
 ) -> None:
     """Chinese named entity recognition."""
+    _log_to_stderr()
 
 
 def resolve_config(name_or_path: str) -> Path:
@@ -90,15 +117,16 @@ def train(
     cfg = load_config(resolve_config(config), set_, recipe)
     check_output_dir(output)
     _device(device)  # a bad --device fails before the data is loaded
+    _set_threads(cfg.train.threads)
     if seeds == 1:
-        metrics = run_training(cfg, output, log=_echo_err, overwrite=overwrite, device=device)
+        metrics = run_training(cfg, output, overwrite=overwrite, device=device)
         if metrics:  # under torchrun only process 0 has the run's metrics
             typer.echo(json.dumps(run_summary(metrics), ensure_ascii=False))
         return
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ZhnerError("--seeds is not supported under torchrun: launch one torchrun per seed (--set train.seed=N)")
     # seed<N> run directories and seeds.json; a finished seed with the same config is read back, not trained again
-    summaries = train_seeds(cfg, output, seeds, log=_echo_err, overwrite=overwrite, device=device)
+    summaries = train_seeds(cfg, output, seeds, overwrite=overwrite, device=device)
     typer.echo(json.dumps(summaries, ensure_ascii=False))
 
 
@@ -127,8 +155,10 @@ def sweep(
             raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
-    raw = apply_recipe(raw, recipe, str(path))
-    result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
+    raw = apply_overrides(apply_recipe(raw, recipe, str(path)), set_)
+    threads = raw["train"].get("threads", 1) if isinstance(raw.get("train"), dict) else 1
+    _set_threads(threads if isinstance(threads, int) and threads >= 1 else 1)  # a bad value: the config check reports it
+    result = run_sweep(raw, output, param, seeds, overwrite=overwrite, source=str(path))
     for run in result["runs"]:
         score = run[f"test.{run['metric']}"]
         std = f" ± {score['std']:.2f}" if score["std"] is not None else ""
@@ -222,7 +252,7 @@ def attention(
     maps = selective_maps(pipeline, text)
     pngs = plot_attention(maps, output)
     if cjk_font() is None:
-        _echo_err(f"note: no CJK font installed (fc-list :lang=zh is empty): ticks are character indices, see {output / 'tokens.txt'}")
+        _echo_err(f"note: no CJK font (pip install 'zhner[plot]' brings one): ticks are character indices, see {output / 'tokens.txt'}")
     typer.echo("entities: " + json.dumps(maps["entities"], ensure_ascii=False))
     for n, layer in enumerate(maps["layers"]):
         for h, kept in enumerate(layer["kept"]):
@@ -256,6 +286,24 @@ def gates(
         table = {"command": "zhner gates " + " ".join(sys.argv[2:]), "data": data, "gates": rows}
         atomic_write_text(output.with_suffix(".json"), json.dumps(table, indent=1) + "\n")
         typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
+
+
+@app.command()
+def plot(
+    runs: list[Path] = typer.Argument(..., help="run directories (what zhner train -o wrote; each has log.jsonl)"),
+    output: Path = typer.Option(..., "-o", "--output", help="the PNG to write (atomically)"),
+) -> None:
+    """Training curves: the training loss and the dev score of each epoch, one line per run, the best epoch circled."""
+    from zhner.evaluate.curves import plot_curves, read_curve
+    from zhner.fileio import check_output_file
+
+    check_output_file(output)
+    curves = [read_curve(run) for run in runs]  # every log is read before anything is drawn
+    plot_curves(curves, output)
+    for curve in curves:
+        best = curve.epochs.index(curve.best_epoch)
+        typer.echo(f"{curve.name}: {len(curve.epochs)} epochs, best dev {curve.metric} {curve.dev[best]:.2f} at epoch {curve.best_epoch}")
+    typer.echo(f"wrote {output}")
 
 
 def _own_dev(pipeline):
@@ -303,9 +351,10 @@ def evaluate(
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
     seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print JSON metrics instead of a table"),
 ) -> None:
-    """Score a trained model on labelled data; prints JSON metrics (percent): entity P/R/F1 for a tagger, accuracy /
-    MCC / macro-F1 / F0.5 for a classifier."""
+    """Score a trained model on labelled data (percent): for a tagger the table `zhner score` prints (strict and lenient
+    entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON."""
     import zhner
 
     torch_device = _device(device)
@@ -324,13 +373,24 @@ def evaluate(
                 f"warning: {corpus.path}: labels {', '.join(sorted(unknown))} are not among the model's "
                 f"({', '.join(tagger.task.labels)}); their sentences all count as wrong"
             )
-        typer.echo(json.dumps(tagger.evaluate(corpus, batch_size), ensure_ascii=False, indent=2))
+        _print_scores(tagger.evaluate(corpus, batch_size), as_json)
         return
     corpus = _tagging_corpus(tagger, corpus)
     seen = None
     if seen_in is not None:
         seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), tagger.config.data.type_map)
-    typer.echo(json.dumps(tagger.evaluate(corpus, batch_size, seen_in=seen), ensure_ascii=False, indent=2))
+    _print_scores(tagger.evaluate(corpus, batch_size, seen_in=seen), as_json)
+
+
+def _print_scores(result: dict, as_json: bool) -> None:
+    """A scorer's result as `zhner score` prints it (a tagger's table, a classifier's report), or as JSON."""
+    from zhner.evaluate.classification import format_classification_report
+    from zhner.evaluate.metrics import format_report
+
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        typer.echo(format_report(result) if "strict" in result else format_classification_report(result))
 
 
 def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
@@ -361,7 +421,12 @@ def predict(
     ),
     input_format: str = typer.Option(
         "auto", "--input-format", help='text (a text per line), jsonl ({"id", "text", ...} per line, other fields kept '
-        "in the output), or auto: jsonl for a .jsonl file, else text"
+        "in the output), or auto: jsonl for a .jsonl file or an input whose first non-blank line is a JSON object, "
+        "else text"
+    ),
+    on_error: str = typer.Option(
+        "fail", "--on-error", help="a record that cannot be read (not UTF-8, not a JSON object with \"text\"): fail "
+        "(stop, nothing written to -o) or skip (report its line on stderr, tag the rest, the count at the end)"
     ),
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
@@ -375,10 +440,6 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
-    on_error: str = typer.Option(
-        "fail", "--on-error", help="with --engine ray, a line that is not UTF-8 or not a JSONL record: fail (stop, "
-        "naming it; nothing written) or skip (report it on stderr, count them at the end)"
-    ),
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -393,35 +454,48 @@ def predict(
         raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
     if input_format not in ("auto", "text", "jsonl"):
         raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
+    if on_error not in ("fail", "skip"):
+        raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
     if text is not None and input_file != "-":
         raise ZhnerError("--text and INPUT_FILE: give one of them")
     if text is not None and lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
         raise ZhnerError("--text: not valid UTF-8 text")
     if output is not None:
         check_output_file(output)
-    jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
+    # None: detected from the content (a first non-blank line that is a JSON object makes it JSONL)
+    jsonl_input = {"jsonl": True, "text": False}.get(input_format, True if input_file.endswith(".jsonl") else None)
     if engine not in ("local", "ray"):
         raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
-    if on_error not in ("fail", "skip"):
-        raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
     if engine == "ray":
-        _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text, nbest=nbest,
-                        batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+        _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
+                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
         return
-    if on_error != "fail":
-        raise ZhnerError("--on-error skip: only with --engine ray in this version")
     torch_device = _device(device)
     tagger = zhner.load(resolve_model_dir(model_dir))
     tagger.model.to(torch_device)
     texts = None if text is None else [text]
+    if text is None and input_file == "-" and sys.stdin.isatty() and sys.stderr.isatty():
+        _echo_err("type a text and press Enter to tag it; Ctrl-D to end")
     predict_stream(
         tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
-        nbest=nbest,
+        nbest=nbest, on_error=on_error, report=_echo_err,
     )
 
 
+def _first_line_is_json(source: str) -> bool:
+    """--input-format auto for --engine ray: whether the file's first non-blank line is a JSON object (as locally)."""
+    from zhner.serve.predict import is_json_object
+
+    try:
+        with open(source, encoding="utf-8", errors="replace") as handle:
+            line = next((x for x in handle if x.strip()), "")
+    except OSError as exc:
+        raise ZhnerError(f"cannot open: {exc.strerror}", source) from None
+    return is_json_object(line.lstrip("\ufeff").rstrip("\r\n"))
+
+
 def _predict_on_ray(
-    source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool, workers: int, on_error: str, *,
+    source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool | None, workers: int, on_error: str, *,
     fmt: str, text: str | None, nbest: int, **predictor,
 ) -> None:
     """`zhner predict --engine ray`: zhner.integrations.ray.predict_file, after the checks a local predict makes."""
@@ -435,10 +509,12 @@ def _predict_on_ray(
         raise
     from zhner.pipeline import Pipeline
 
+    if jsonl_input is None and source != "-":  # --input-format auto, decided as a local predict decides it
+        jsonl_input = _first_line_is_json(source)
     _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
-    predict_file(source, output, path.resolve(), workers, jsonl_input, on_error, **predictor)
+    predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
 
 
 @app.command("export")
@@ -463,9 +539,14 @@ def export_model(
         from zhner.demo import DEMO_SENTENCES
 
         texts = DEMO_SENTENCES if tagger.featurizer.unit == "char" else EXAMPLE_TEXTS["word"]
-        if not same_predictions(load_onnx(model_dir, path).predict(texts), tagger.predict(texts)):
+        if not same_predictions(load_onnx(model_dir, path).predict(texts), tagger.predict(texts, **_unscored(tagger))):
             raise ZhnerError("the exported model predicts the check sentences differently from the PyTorch one", path)
     typer.echo(str(path))
+
+
+def _unscored(pipeline) -> dict:
+    """predict's keywords for entities without scores (what an ONNX tagger gives); none for a classifier."""
+    return {"confidence": False} if pipeline.task.kind == "tagging" else {}
 
 
 def _device(name: str):
@@ -486,12 +567,15 @@ def info(
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
         return
+    names = {"test_per_corpus": "test by corpus"}
+    if len(result.get("test_per_corpus") or {}) > 1:  # the union of the corpora's test sets, not one corpus's
+        names["test"] = "test (all corpora)"
     for key, value in result.items():
         if isinstance(value, dict):
             value = "  ".join(f"{k} {v}" for k, v in value.items()) if value else "-"
         elif isinstance(value, list):
             value = ", ".join(map(str, value))
-        typer.echo(f"{key:18s} {value if value is not None else '-'}")
+        typer.echo(f"{names.get(key, key):18s} {value if value is not None else '-'}")
 
 
 def resolve_model_dir(model_dir: Path | None) -> Path:
@@ -744,7 +828,9 @@ def bench(
     from zhner.bench import run_bench
     from zhner.config import load_config
 
-    result = run_bench(load_config(resolve_config(config), set_, recipe), train_seconds=seconds)
+    cfg = load_config(resolve_config(config), set_, recipe)
+    _set_threads(cfg.train.threads)
+    result = run_bench(cfg, train_seconds=seconds)
     typer.echo(json.dumps(result) if as_json else "\n".join(f"{k:28s} {v}" for k, v in result.items()))
 
 
@@ -756,22 +842,35 @@ def demo(
     """The main job on embedded defaults: train a small TENER on Resume NER, evaluate it, tag a few sentences."""
     from zhner.demo import run_demo
 
+    _set_threads(1)  # tener_resume's train.threads
     run_demo(output, minutes)
 
 
 @data_app.command("list")
 def data_list() -> None:
-    """Known datasets: task/unit/language, description, and the folder their files are found in."""
+    """Known datasets: task/unit/language, the folder their files are found in, and a description (wrapped at word
+    ends to the terminal's width, never cut)."""
+    import shutil
+    import textwrap
+
     from zhner.data.catalogue import DATASETS
     from zhner.data.registry import find_file
 
+    rows = []
     for name, info in DATASETS.items():
         try:
             where = str(find_file(name, "train").parent)
         except ZhnerError:
             where = "not found (zhner data fetch " + name + ")"
-        kind = f"{info.task}/{info.unit}/{info.language}"
-        typer.echo(f"{name:15s} {kind:24s} {info.description[:60]:60s} {where}")
+        rows.append((name, f"{info.task}/{info.unit}/{info.language}", where, info.description))
+    name_width = max(len("name"), *(len(r[0]) for r in rows))
+    kind_width = max(len("task/unit/language"), *(len(r[1]) for r in rows))
+    indent = " " * (name_width + 2)
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    typer.echo(f"{'name':{name_width}}  {'task/unit/language':{kind_width}}  files")
+    for name, kind, where, description in rows:
+        typer.echo(f"{name:{name_width}}  {kind:{kind_width}}  {where}")
+        typer.echo(textwrap.fill(description, width, initial_indent=indent, subsequent_indent=indent, break_long_words=False))
 
 
 @data_app.command("check")

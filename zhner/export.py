@@ -222,6 +222,9 @@ class OnnxTagger(Tagger):
         path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
         return cls(_session(path, threads), base, path)
 
+    def scores_by_default(self) -> bool:
+        return False  # scores come from the PyTorch model's CRF, not the graph: only when asked for (confidence=True)
+
     def emissions(self, batch: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         bert = self.model.bert_encoder()
         if bert is not None and batch["bert_ids"].shape[1] > bert.window + 2:

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import test_scores_by_corpus
 from zhner.fileio import model_directory, read_model_mapping, reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
@@ -33,14 +34,16 @@ def model_info(directory: str | Path) -> dict:
     if chars is not None and not isinstance(chars, (list, dict)):
         raise ZhnerError("the character vocabulary: expected a list", directory / VOCAB)
     lexicon = directory / LEXICON
+    corpora = trained_on(data)
     return {
         "model": model.get("name"),
-        "dataset": data.get("dataset"),
+        "dataset": " + ".join(map(str, corpora)) or None,
         "task": kind,
         "scheme": task.get("scheme", vocab.get("scheme")),
         "labels": labels,
         "dev": _headline(metrics.get("dev")),
-        "test": _headline(metrics.get("test")),
+        "test": _headline(metrics.get("test")),  # a union model's: the union of its corpora's test sets
+        "test_per_corpus": test_scores_by_corpus(metrics, corpora),
         "status": metrics.get("status"),
         "best_epoch": metrics.get("best_epoch"),
         "seed": metrics.get("seed"),
@@ -49,6 +52,13 @@ def model_info(directory: str | Path) -> dict:
         "chars": len(chars or []),
         "lexicon_words": _count_lines(lexicon) if lexicon.exists() else None,
     }
+
+
+def trained_on(data: dict) -> list[str]:
+    """The corpora a model was trained on, as its config's data section names them: data.dataset, then data.union's."""
+    union = data.get("union") if isinstance(data.get("union"), list) else []
+    names = [data.get("dataset")] + [part.get("dataset") for part in union if isinstance(part, dict)]
+    return [name for name in names if name]
 
 
 def _section(owner: dict, key: str, path: Path) -> dict:

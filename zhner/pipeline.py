@@ -24,6 +24,7 @@ from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
+from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
 from zhner.fileio import atomic_write_text, model_directory, read_model_mapping
@@ -97,6 +98,19 @@ class Pipeline:
         self.featurizer = featurizer
         self.config = config
         self.metrics = metrics or {}
+        self.directory: Path | None = None  # where `load` read it from
+
+    def __repr__(self) -> str:
+        labels = self.labels()
+        shown = labels if len(labels) <= 8 else [*labels[:8], "..."]
+        device = next(self.model.parameters()).device.type
+        where = f", directory={str(self.directory)!r}" if self.directory is not None else ""
+        return f"{type(self).__name__}(model={self.config.model.name!r}, labels={shown}, device={device!r}{where})"
+
+    def labels(self) -> list[str]:
+        """What the model predicts: entity types (a tagger) or class labels (a classifier)."""
+        tags = list(self.task.labels)
+        return sorted({split_tag(tag)[1] for tag in tags if tag != "O"}) if self.task.kind == "tagging" else tags
 
     @property
     def task(self) -> Task:
@@ -180,7 +194,9 @@ class Pipeline:
             raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", directory / WEIGHTS) from None
         metrics_path = directory / METRICS
         metrics = read_json(metrics_path) if metrics_path.exists() else {}
-        return cls(model, featurizer, config, metrics)
+        pipeline = cls(model, featurizer, config, metrics)
+        pipeline.directory = directory
+        return pipeline
 
     # -- running --------------------------------------------------------------------------------------------------
     def examples(self, texts: Iterable[str]) -> list[Example]:
@@ -230,6 +246,13 @@ class Pipeline:
     def record(self, text: str, prediction: Any) -> dict:
         """One output record of `zhner predict` / the service for a text and its prediction."""
         raise NotImplementedError
+
+
+def one_or_many(texts: str | Iterable[str]) -> tuple[list[str], bool]:
+    """The texts of a predict call that takes one string or a list, and whether it was one string (one result back)."""
+    if isinstance(texts, str):
+        return [texts], True
+    return text_list(texts), False
 
 
 def text_list(texts: Iterable[str]) -> list[str]:

@@ -1,7 +1,8 @@
 """The span tagger: a trained tagging model as a pipeline that finds entities in text of any length.
 
-    tagger = Tagger.load("runs/tener_resume")
-    tagger.predict(["张三毕业于北京大学。"])  # [[{"type": "NAME", "start": 0, "end": 2, "text": "张三"}, ...]]
+    tagger = zhner.load("runs/tener_resume")  # or Tagger.load(...); zhner.load() is the shipped model
+    tagger.predict("张三毕业于北京大学。")  # [Entity(text="张三", type="NAME", start=0, end=2, score=0.99), ...]
+    tagger.predict(["张三毕业于北京大学。", "..."])  # a list of texts: a list of such lists
 
 Character models (Chinese) tag one token per character; word models (English, e.g. a BERT tagger on CoNLL-2003) tag
 words and report character offsets of the text all the same. The model directory is zhner.pipeline's.
@@ -16,10 +17,12 @@ import torch
 from zhner.data.example import Example
 from zhner.data.longtext import split_long_text, stitch
 from zhner.data.schemes import tags_to_spans
+from zhner.entity import Entity
 from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
-from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, check_positive, run_in_batches, text_list
+from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, check_positive, one_or_many, run_in_batches, text_list
+from zhner.shipped import DEFAULT_NAME, RESOURCES, SHIPPED
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
 MAX_NBEST = 1000  # k of Tagger.nbest (the CLI and the service allow 20)
@@ -30,7 +33,7 @@ PIECE_CHARS = 512
 OVERLAP = 32  # characters shared by neighbouring windows inside an over-long sentence (at most a quarter of a window)
 MIN_CHUNK = 16
 # the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
-DEFAULT_MODEL = Path(__file__).resolve().parent / "resources" / "default_model"
+DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]
 Piece = tuple[int, str]  # (offset in the text, characters)
 
 
@@ -59,8 +62,13 @@ class Tagger(Pipeline):
         """Tag token sequences (each at most a few hundred tokens; see `predict` for long text)."""
         return self.predictions(sentences, batch_size)
 
-    def record(self, text: str, prediction: list[dict]) -> dict:
-        return {"text": text, "entities": prediction}
+    def record(self, text: str, prediction: list[Entity] | list[dict]) -> dict:
+        """The JSON record of a text: {"text", "entities": [{"type", "start", "end", "text"(, "score")}]}."""
+        return {"text": text, "entities": [e.to_dict() if isinstance(e, Entity) else e for e in prediction]}
+
+    def scores_by_default(self) -> bool:
+        """Whether `predict` adds scores when not told (confidence=None): when the model has a CRF to compute them."""
+        return getattr(self.model, "crf", None) is not None
 
     def max_chars(self, memory_mb: float = MEMORY_MB) -> int:
         """The longest text one model call takes within `memory_mb`, by the model's own estimate (`inference_bytes`)."""
@@ -150,26 +158,30 @@ class Tagger(Pipeline):
 
     def predict(
         self,
-        texts: Iterable[str],
+        texts: str | Iterable[str],
         batch_size: int = 32,
         memory_mb: float = MEMORY_MB,
-        confidence: bool = False,
+        confidence: bool | None = None,
         translations: Sequence[str | None] | None = None,
-    ) -> list[list[dict]]:
-        """Entities in each text: [{"type", "start", "end", "text"}], offsets in characters of the text, end exclusive.
+    ) -> list[Entity] | list[list[Entity]]:
+        """The entities of one text (a list of Entity), or of each text of a list (a list of such lists): text, type,
+        start, end (offsets in characters of the text, end exclusive) and score. Entity.to_dict() is the JSON record.
         A text longer than `piece_chars(memory_mb)` is cut at sentence ends, an over-long sentence into overlapping
         windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
         The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do.
-        `confidence=True` adds "score": the CRF's probability that the entity's characters carry exactly its tags
-        (computed on the piece that found it).
+        `confidence=True` sets each score to the CRF's probability that the entity's characters carry exactly its tags
+        (computed on the piece that found it); False leaves it None (a little faster); None (the default): scores when
+        the model has a CRF head (`scores_by_default`).
         `translations` (ACT-S models only): an English translation per text, or None to translate that text with the
         model's translator ("" without one: a missing translation). A text cut into pieces gives each piece its whole
         translation; one without a translation has its pieces translated one by one (`piece_translations`)."""
-        texts = text_list(texts)
+        texts, single = one_or_many(texts)
         check_positive("batch_size", batch_size)
         check_positive("memory_mb", memory_mb, float)
+        if confidence is None:
+            confidence = self.scores_by_default()
         if not isinstance(confidence, bool):  # "no" would be truthy
-            raise TypeError(f"confidence must be True or False, not {confidence!r}")
+            raise TypeError(f"confidence must be True, False or None, not {confidence!r}")
         pieces = [self.split(text, memory_mb) for text in texts]
         chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
         given = None
@@ -177,7 +189,9 @@ class Tagger(Pipeline):
             self.check_translations(translations, len(texts))
             given = [t for tp, translation in zip(pieces, translations) for t in self.piece_translations(tp, translation)]
         spans = iter(self.piece_spans(chunks, batch_size, confidence, given))
-        return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
+        found = [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
+        entities = [[Entity.from_dict(record) for record in records] for records in found]
+        return entities[0] if single else entities
 
     @torch.no_grad()
     def _scored_spans(self, batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[tuple[int, int, str, float]]]:

@@ -10,7 +10,8 @@ output directory:
     keys_per_query.tsv      character, then the number of keys it kept in each layer/head
     tokens.txt              index -> character, written when no CJK font is installed (the ticks are then indices)
 
-matplotlib is the optional `plot` extra; a Chinese tick label needs a font with CJK glyphs (none ships with matplotlib).
+matplotlib is the optional `plot` extra; a Chinese tick label needs a font with CJK glyphs (none ships with matplotlib):
+the extra brings Noto Sans CJK (`noto-cjk-sans-otc`, SIL Open Font License), found by `cjk_font`.
 """
 from __future__ import annotations
 
@@ -67,9 +68,13 @@ def selective_maps(tagger: Tagger, text: str) -> dict:
 
 @lru_cache(maxsize=1)
 def cjk_font() -> str | None:
-    """The path of an installed font that matplotlib can use and that has CJK glyphs, or None."""
+    """The path of a font with CJK glyphs that matplotlib can use: Noto Sans CJK from the `noto-cjk-sans-otc` package
+    (the `plot` extra; no system font is assumed), else an installed one, else None."""
     from matplotlib import font_manager, ft2font
 
+    packaged = _packaged_cjk_font()
+    if packaged is not None:
+        return packaged
     for entry in font_manager.fontManager.ttflist:
         if entry.name.startswith("Last Resort"):  # matplotlib's fallback maps every code point to a placeholder box
             continue
@@ -81,7 +86,30 @@ def cjk_font() -> str | None:
     return None
 
 
-def _pyplot():
+SIMPLIFIED = "Noto Sans CJK SC"  # the face of the packaged collection with simplified Chinese glyph forms
+
+
+def cjk_font_properties(path: str):
+    """matplotlib's font for `path`: the collection's simplified Chinese face when matplotlib reads collections by
+    face (3.10+; the first face is the Japanese one), else the file's first face."""
+    from matplotlib import font_manager
+
+    font_manager.fontManager.addfont(path)
+    if any(entry.fname == path and entry.name == SIMPLIFIED for entry in font_manager.fontManager.ttflist):
+        return font_manager.FontProperties(family=SIMPLIFIED)
+    return font_manager.FontProperties(fname=path)
+
+
+def _packaged_cjk_font() -> str | None:
+    try:
+        from noto_cjk_sans_otc import FONT_PATH
+    except ImportError:
+        return None
+    path = Path(str(FONT_PATH))
+    return str(path) if path.is_file() else None
+
+
+def pyplot():
     try:
         import matplotlib
 
@@ -95,16 +123,14 @@ def _pyplot():
 def plot_attention(maps: dict, out_dir: str | Path) -> list[Path]:
     """Write the heatmaps and tables of `selective_maps` into out_dir; returns the PNG paths. Without a CJK font the ticks
     are character indices and tokens.txt maps them to characters."""
-    plt = _pyplot()
-    from matplotlib.font_manager import FontProperties
-
+    plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     chars = maps["chars"]
     L = len(chars)
     font_path = cjk_font()
     if font_path:
-        labels, font = chars, FontProperties(fname=font_path)
+        labels, font = chars, cjk_font_properties(font_path)
     else:
         labels, font = [str(i) for i in range(L)], None
         atomic_write_text(out_dir / "tokens.txt", "".join(f"{i}\t{c}\n" for i, c in enumerate(chars)))
@@ -221,16 +247,12 @@ def _piece_names(featurizer, batch: dict[str, torch.Tensor]) -> list[str]:
 def plot_local_maps(maps: dict, out_dir: str | Path) -> list[Path]:
     """One PNG per layer: global | local | mixed attention (head mean), a red x on each key the local mask blocks; plus
     local_attention.json with everything `local_maps` returned."""
-    plt = _pyplot()
+    plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     pieces, L = maps["pieces"], len(maps["pieces"])
     font_path = cjk_font() if any(ord(c) > 0x2E7F for p in pieces for c in p) else None
-    font = None
-    if font_path:
-        from matplotlib.font_manager import FontProperties
-
-        font = FontProperties(fname=font_path)
+    font = cjk_font_properties(font_path) if font_path else None
     blocked = [(i, j) for i, row in enumerate(maps["mask"]) for j, m in enumerate(row) if not m]
     rows, cols = zip(*blocked) if blocked else ((), ())
     pngs = []
@@ -256,7 +278,7 @@ def plot_local_maps(maps: dict, out_dir: str | Path) -> list[Path]:
 
 def plot_gates(rows: dict[str, list[float]], path: str | Path) -> Path:
     """Figure 2: mean gate per layer, one line per model (name -> gates)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.4))
     for name, gates in rows.items():
         ax.plot(range(1, len(gates) + 1), gates, marker="o", label=name)

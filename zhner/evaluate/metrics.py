@@ -378,6 +378,21 @@ def format_report(result: dict) -> str:
 CLASSIFICATION_HEADLINE = ("accuracy", "mcc", "macro_f1", "f05")
 
 
+def test_scores_by_corpus(metrics: dict, corpora: list[str]) -> dict[str, float]:
+    """The headline test score of each corpus a model was trained on, by its name (percent: strict entity F1, a
+    classifier's accuracy). A model trained on a union (data.union) has each corpus's own in `test_per_corpus`: its
+    `test` is the union's test set, named after no single corpus. Empty without scores."""
+    per_corpus = metrics.get("test_per_corpus")
+    if isinstance(per_corpus, dict) and per_corpus:
+        return {name: s.get("f1_strict") for name, s in per_corpus.items() if isinstance(s, dict) and s.get("f1_strict") is not None}
+    test = metrics.get("test")
+    if not isinstance(test, dict) or len(corpora) != 1:
+        return {}
+    strict = test.get("strict")
+    score = strict.get("f1") if isinstance(strict, dict) else test.get("accuracy")
+    return {corpora[0]: score} if isinstance(score, (int, float)) else {}
+
+
 def headline(result: dict) -> dict:
     """The numbers a results table shows, from a `NERScorer.result()` dict or a classification result
     (zhner.evaluate.classification; accuracy, MCC, macro-F1, F0.5), in percent."""

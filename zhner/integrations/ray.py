@@ -88,7 +88,8 @@ class Predictor:
         self.reads_translations = "translation" in self.pipeline.featurizer.fields
         self.options: dict[str, Any] = {"batch_size": batch_size}
         if self.pipeline.task.kind == "tagging":
-            self.options |= ({"memory_mb": memory_mb} if memory_mb is not None else {}) | ({"confidence": True} if confidence else {})
+            # confidence always explicit: Tagger.predict scores by default, `zhner predict` only with --confidence
+            self.options |= ({"memory_mb": memory_mb} if memory_mb is not None else {}) | {"confidence": confidence}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         records: list[dict | None] = []

@@ -36,6 +36,7 @@ from zhner import __version__
 from zhner.data.corpus import lone_surrogate
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
+from zhner.evaluate.metrics import test_scores_by_corpus
 from zhner.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("uvicorn.error")
@@ -135,7 +136,12 @@ class Health(BaseModel):
     status: str
     version: str
     model: str = Field(description="model architecture, e.g. tener")
-    dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path)")
+    dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path); a union "
+                         "of corpora (data.union) as their names joined by ' + '")
+    test_scores: dict[str, float] = Field(
+        default_factory=dict, description="test score of each corpus it was trained on, by the corpus's name (percent: "
+        "strict entity F1, or a classifier's accuracy); empty when the model directory has no metrics"
+    )
     task: str = Field(description="tagging or classification")
     labels: list[str] = Field(description="entity types (tagging) or class labels (classification) it predicts")
     uptime_s: float
@@ -398,11 +404,14 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     @app.get("/health", response_model=Health)
     async def health() -> dict:
         """Liveness and what is being served."""
+        data = tagger.config.data
+        corpora = [dataset_name(data.dataset)] + [dataset_name(part.dataset) for part in getattr(data, "union", None) or []]
         return {
             "status": "ok",
             "version": __version__,
             "model": tagger.config.model.name,
-            "dataset": dataset_name(tagger.config.data.dataset),
+            "dataset": " + ".join(corpora),
+            "test_scores": test_scores_by_corpus(getattr(tagger, "metrics", None) or {}, corpora),
             "task": kind,
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),

@@ -20,7 +20,7 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import atomic_write_text
 from zhner.pipeline import METRICS, WEIGHTS, read_json, read_yaml
-from zhner.train.trainer import CHECKPOINT, train
+from zhner.train.trainer import CHECKPOINT, log_info, train
 
 # set by the trainer from the vectors, the data and the BERT directory: a saved config differs there by design
 _DERIVED = ("char_dim", "bigram_dim", "labels", "scheme", "vocab_sizes", "bert_config")
@@ -85,7 +85,7 @@ def train_seeds(
     config: Config,
     out: str | Path,
     seeds: int,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = log_info,
     overwrite: bool = False,
     device: str = "auto",
 ) -> list[dict]:
@@ -141,7 +141,7 @@ def sweep(
     out: str | Path,
     param: str,
     seeds: int = 1,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = log_info,
     overwrite: bool = False,
     source: str = "config",
 ) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import random
 import sys
@@ -64,16 +65,25 @@ class Run:
     parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
 
 
+logger = logging.getLogger("zhner.train")
+
+
+def log_info(message: str) -> None:
+    """The trainer's default `log`: the `zhner.train` logger at INFO (the CLI prints it to stderr; a library caller
+    configures logging as it likes, and sees nothing on stdout)."""
+    logger.info("%s", message)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
+def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
     """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors (and the
-    whole model from a trained one with train.init_from)."""
-    torch.set_num_threads(config.train.threads)
+    whole model from a trained one with train.init_from). torch's thread count (train.threads) is the caller's to set:
+    the CLI sets it; a library call leaves the process's global state alone."""
     seed_everything(config.train.seed)
     splits, parts = load_splits(config)
     source = load_source(config.train.init_from) if config.train.init_from else None  # before the slow steps: fail early
@@ -434,7 +444,7 @@ def train(
     config: Config,
     out_dir: str | Path,
     progress: bool | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = log_info,
     overwrite: bool = False,
     device: str = "auto",
 ) -> dict:

@@ -1,0 +1,48 @@
+"""The models shipped inside the package, by name: `zhner.load("zh-small")`, and `zhner.load()` for the default.
+
+A name maps to a model directory under zhner/resources/. A model that is not trained yet in this checkout (a fresh
+clone before configs/flat_general.yaml is run) is named but absent: loading it is an error that says so.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from zhner.errors import ZhnerError
+
+RESOURCES = Path(__file__).resolve().parent / "resources"
+# name -> (directory under resources/, one line for the user); add "zh-accurate" here when it is trained
+SHIPPED = {
+    "zh-small": ("default_model", "FLAT, PER/LOC/ORG, trained on MSRA + Weibo + Resume"),
+}
+DEFAULT_NAME = "zh-small"
+WEIGHTS = "model.safetensors"  # = zhner.pipeline.WEIGHTS (not imported: that loads torch)
+
+
+def shipped_names() -> list[str]:
+    return list(SHIPPED)
+
+
+def shipped_dir(name: str) -> Path:
+    """The directory of a shipped model; a ZhnerError when the name is unknown or this installation lacks its files."""
+    if name not in SHIPPED:
+        raise ZhnerError(f"unknown model name {name!r}; shipped models: {', '.join(SHIPPED)} (or give a model directory)")
+    directory = RESOURCES / SHIPPED[name][0]
+    if not (directory / WEIGHTS).is_file():
+        raise ZhnerError(f"the shipped model {name} is not in this installation (no {directory / WEIGHTS}): pass a model directory")
+    return directory
+
+
+def resolve_model(name_or_path: str | Path | None = None) -> str | Path:
+    """The model directory of `zhner.load`'s argument: None -> the default shipped model; a shipped name -> its
+    directory; anything else is a path (a string without a path separator that is no directory: an unknown name)."""
+    if name_or_path is None:
+        return shipped_dir(DEFAULT_NAME)
+    if isinstance(name_or_path, str) and name_or_path in SHIPPED:
+        return shipped_dir(name_or_path)
+    text = str(name_or_path)
+    looks_like_name = isinstance(name_or_path, str) and "/" not in text and "\\" not in text and text.strip() != ""
+    if looks_like_name and not Path(text).exists():
+        raise ZhnerError(
+            f"unknown model {text!r}: neither a shipped model ({', '.join(SHIPPED)}) nor a model directory"
+        )
+    return name_or_path  # as given: Path("") would be ".", and an empty name is an error of its own
