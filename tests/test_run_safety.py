@@ -151,6 +151,25 @@ def test_atomic_writers_write_through_a_fifo(tmp_path, through_link):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"pipe", target.name})
 
 
+def test_writers_by_name_get_a_new_file_or_the_fifo_itself(tmp_path):
+    """staged_path (the ONNX export's writer): a new temporary name, renamed at the end; a FIFO is written through."""
+    with pytest.raises(RuntimeError), fileio.staged_path(tmp_path / "model.onnx") as partial:
+        assert partial != tmp_path / "model.onnx" and partial.exists()
+        partial.write_bytes(b"half")
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+    with fileio.staged_path(tmp_path / "model.onnx") as partial:
+        partial.write_bytes(b"onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"] and (tmp_path / "model.onnx").read_bytes() == b"onnx"
+    os.mkfifo(tmp_path / "pipe")
+    got = []
+    reader = read_fifo(tmp_path / "pipe", got)
+    with fileio.staged_path(tmp_path / "pipe") as partial:
+        partial.write_bytes(b"onnx")
+    reader.join(10)
+    assert got == ["onnx"] and stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode)
+
+
 def test_a_symlink_to_a_regular_file_keeps_the_link(tmp_path):
     (tmp_path / "real.txt").write_text("old")
     (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")

@@ -71,8 +71,12 @@ def replacing(path: str | Path, mode: str = "w", encoding: str | None = "utf-8")
 @contextlib.contextmanager
 def staged_path(path: str | Path) -> Iterator[Path]:
     """For writers that take only a file name (an ONNX program): the name of a new temporary file beside `path`,
-    created exclusively, for the block to write; renamed over `path` when the block finishes, removed if it fails."""
+    created exclusively, for the block to write; renamed over `path` when the block finishes, removed if it fails.
+    A FIFO or device at `path` is written through (its own name is given), as atomic_open does."""
     path = Path(path)
+    if is_special_file(path):
+        yield path
+        return
     with staged_file(path, "wb") as (_, tmp):
         yield tmp
     try:
