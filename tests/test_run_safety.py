@@ -91,7 +91,10 @@ def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, 
     run = tmp_path / "run"
     metrics = train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     assert metrics["status"] == "time_budget" and (run / "checkpoint.pt").exists()  # a run to resume
-    victims = []
+    (run / "log.jsonl").rename(tmp_path / "victim-log.jsonl")  # appended to through a link before
+    (run / "log.jsonl").symlink_to(tmp_path / "victim-log.jsonl")
+    victims = [tmp_path / "victim-log.jsonl"]
+    before = victims[0].read_text()
     for name in ("checkpoint.pt.partial", ".model.safetensors.partial"):  # the fixed names written through before
         victim = tmp_path / f"victim-{name}"
         victim.write_text("mine")
@@ -99,9 +102,11 @@ def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, 
         victims.append(victim)
     metrics = train(tiny(["train.epochs=3"]), run, log=lambda _: None)  # writes checkpoints and the model again
     assert metrics["status"] == "completed"
-    for victim in victims:
+    assert victims[0].read_text() == before
+    for victim in victims[1:]:
         assert victim.read_text() == "mine"
     assert sorted(p.name for p in run.iterdir() if p.is_symlink()) == [".model.safetensors.partial", "checkpoint.pt.partial"]
+    assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -301,13 +306,26 @@ def test_a_second_training_into_a_held_run_fails_at_once(tmp_path):
     assert [p.name for p in run.iterdir()] == [LOCK]
 
 
-def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data):
+@pytest.mark.parametrize("cut", ["mid-line", "before-newline"])
+def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data, cut):
     run = tmp_path / "run"
     train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
-    with open(run / "log.jsonl", "a", encoding="utf-8") as f:
-        f.write('{"epoch": 2, "step": 12, "lr": 0.0')  # the kill landed mid-write
+    text = (run / "log.jsonl").read_text()
+    # the kill landed mid-write: in epoch 2's line, or just before epoch 1's newline
+    (run / "log.jsonl").write_text(text + '{"epoch": 2, "step": 12, "lr": 0.0' if cut == "mid-line" else text[:-1])
     lines = []
     metrics = train(tiny(["train.epochs=3"]), run, log=lines.append)
     assert metrics["status"] == "completed"
-    assert any(line.startswith("warning: ") and "log.jsonl:2: a log line cut short" in line for line in lines)
+    warned = any(line.startswith("warning: ") and "log.jsonl:2: a log line cut short" in line for line in lines)
+    assert warned == (cut == "mid-line")
     assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_damaged_log_line_before_the_last_is_an_error_naming_it(tmp_path):
+    from zhner.train.trainer import _trim_log
+
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"epoch": 1}\nnot json\n{"epoch": 2}\n')
+    with pytest.raises(ZhnerError) as err:
+        _trim_log(log, 2, lambda _: None)
+    assert str(err.value).startswith(f"{log}:2: not a log record")

@@ -33,7 +33,7 @@ from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, sp
 from zhner.data.catalogue import DATASETS
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
-from zhner.fileio import check_output_dir, reading, replacing
+from zhner.fileio import check_output_dir, reading, replacing, writing
 from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
@@ -579,8 +579,7 @@ def _train_run(
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
-        with open(out_dir / LOG, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        _append_log(out_dir / LOG, record)
         log(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
@@ -738,6 +737,14 @@ def _without_budget(config: Config) -> Config:
     return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
 
 
+def _append_log(path: Path, record: dict) -> None:
+    """One line for the epoch, in one write; never through a symlink planted at the log's name."""
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
     """Drop log lines of epochs the checkpoint does not cover (they will be run again), and a last line cut short by
     a kill (with a warning); a damaged line before it is an error naming it."""
@@ -758,6 +765,8 @@ def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
             break
         records.append((line, epoch))
     kept = [line for line, epoch in records if isinstance(epoch, int) and epoch <= epochs_done]
-    if len(kept) != len(lines):
+    # rewritten (a file of its own) when lines go, when the last lacks its newline (the next would join it), or when
+    # the name is a symlink: appends never go through one
+    if len(kept) != len(lines) or not text.endswith("\n") or path.is_symlink():
         with replacing(path) as handle:
             handle.write("".join(line + "\n" for line in kept))
