@@ -12,6 +12,8 @@ from typing import IO, Any
 
 from zhner.errors import ZhnerError
 
+TEMP_SUFFIX = ".tmp"  # of every temporary file: .NAME.XXXXXXXX.tmp beside NAME
+
 
 def current_umask() -> int:
     """The process's umask. Linux shows it in /proc; elsewhere set-and-restore it (os.umask cannot only read it)."""
@@ -45,11 +47,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     target = Path(os.path.realpath(path)) if path.is_symlink() and path.exists() else path
     with staged_file(target, mode, encoding) as (handle, tmp):
         yield handle
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _move_into_place(tmp, target)
 
 
 @contextlib.contextmanager
@@ -60,12 +58,7 @@ def replacing(path: str | Path, mode: str = "w", encoding: str | None = "utf-8")
     path = Path(path)
     with staged_file(path, mode, encoding) as (handle, tmp):
         yield handle
-    try:
-        with writing(path):
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _move_into_place(tmp, path)
 
 
 @contextlib.contextmanager
@@ -79,6 +72,11 @@ def staged_path(path: str | Path) -> Iterator[Path]:
         return
     with staged_file(path, "wb") as (_, tmp):
         yield tmp
+    _move_into_place(tmp, path)
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename a complete temporary file over `path`; if that fails, remove it."""
     try:
         with writing(path):
             os.replace(tmp, path)
@@ -121,9 +119,6 @@ def staged_file(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-TEMP_SUFFIX = ".tmp"
 
 
 def check_output_file(path: str | Path) -> None:
@@ -302,7 +297,7 @@ def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
         journal = {"rename": {name: tmp.name for name, tmp in files.staged.items()}}
         with staged_file(directory / SAVE_JOURNAL) as (handle, tmp):
             handle.write(json.dumps(journal))
-        os.replace(tmp, directory / SAVE_JOURNAL)
+        _move_into_place(tmp, directory / SAVE_JOURNAL)
     except BaseException:
         files.discard()
         raise
