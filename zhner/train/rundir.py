@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from zhner.errors import ZhnerError
-from zhner.fileio import SAVE_JOURNAL, check_output_dir, writing
+from zhner.fileio import SAVE_JOURNAL, TEMP_SUFFIX, check_output_dir, finish_pending_save, writing
 
 try:
     import fcntl
@@ -62,6 +63,8 @@ def claimed(directory: Path, markers: tuple[str, ...]) -> Iterator[None]:
     try:
         with locked(directory / LOCK, directory):
             try:
+                finish_pending_save(directory)  # a model save killed after its commit point
+                _remove_stale_temporaries(directory)
                 yield
             except BaseException:
                 if new_lock and [p.name for p in directory.iterdir()] == [LOCK]:
@@ -72,6 +75,17 @@ def claimed(directory: Path, markers: tuple[str, ...]) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 path.rmdir()
         raise
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """The temporary files (.NAME.XXXXXXXX.tmp) a killed run left: no one else writes here while the lock is held."""
+    for entry in directory.iterdir():
+        if _STALE.fullmatch(entry.name):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+_STALE = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX))  # as fileio.staged_file names them (mkstemp)
 
 
 def _missing_parents(directory: Path) -> list[Path]:
