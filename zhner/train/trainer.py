@@ -5,6 +5,7 @@ Run directory (also the model directory of the best epoch):
     config.yaml vocab.json model.safetensors metrics.json   the best model so far (see zhner.tagger)
     log.jsonl                                               one line per finished epoch
     checkpoint.pt                                           resumable state; removed when training ends
+    .zhner-lock                                             held while a training runs (zhner.train.rundir)
 
 $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses it to land a kill mid-epoch.
 """
