@@ -109,6 +109,7 @@ def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, 
     assert sorted(p.name for p in run.iterdir() if p.is_symlink()) == [".model.safetensors.partial", "checkpoint.pt.partial"]
     assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert not (run / LOCK).exists()  # released and removed when the run ends
 
 
 def test_a_checkpoint_is_written_as_a_new_file(tmp_path, monkeypatch):

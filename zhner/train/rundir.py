@@ -2,8 +2,9 @@
 training at a time holds it.
 
 The hold is an advisory lock (fcntl.flock) on DIR/.zhner-lock, which records the holder's pid, host and start time: a
-second training into DIR fails at once with a line naming them. The kernel drops the lock when its process ends (a kill
--9 included), so a stale file never blocks a resume; the file stays, and marks DIR as a run of zhner's.
+second training into DIR fails at once with a line naming them. A training that ends normally (completed, stopped
+early or by its time budget) removes the file; an error or a kill -9 leaves it, marking DIR as a run of zhner's, and
+the kernel drops the lock with the process, so a stale file never blocks a resume.
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def claimed(directory: Path, markers: tuple[str, ...]) -> Iterator[None]:
                 finish_pending_save(directory)  # a model save killed after its commit point
                 _remove_stale_temporaries(directory)
                 yield
+                (directory / LOCK).unlink()  # a finished run is known by its metrics.json; a model ships without it
             except BaseException:
                 if new_lock and [p.name for p in directory.iterdir()] == [LOCK]:
                     (directory / LOCK).unlink()
