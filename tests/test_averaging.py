@@ -76,7 +76,7 @@ def test_the_average_is_what_is_evaluated_saved_and_checkpointed(tmp_path, share
     assert len(evaluated) == 2  # dev, then test at the new best epoch
 
     saved = load_file(tmp_path / "model.safetensors")
-    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     trained, average = checkpoint["model"], checkpoint["average"]["average"]
     model = prepare(config, log=lambda _: None).tagger.model
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]

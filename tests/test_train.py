@@ -257,7 +257,7 @@ def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data, extra):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    state = torch.load(interrupted / "checkpoint.pt", weights_only=False)["state"]
+    state = torch.load(interrupted / "checkpoint.pt", weights_only=True)["state"]
     assert state["step"] >= 2 and (state["batch"] > 0 or state["epoch"] > 0)
 
     resumed = train(load_config(resolve_config("tener_resume"), overrides), interrupted, log=lambda _: None)
@@ -300,7 +300,7 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
         train(cfg, tmp_path, log=lambda _: None)
     # files torch reads but that are not zhner checkpoints (tracebacks before)
     _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
-    good = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    good = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     for foreign, message in (
         ([1, 2], "no config"),
         ({k: v for k, v in good.items() if k != "rng"}, "no rng"),

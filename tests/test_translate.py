@@ -159,6 +159,24 @@ def test_model_translator_on_a_tiny_random_marian(tiny_marian):
     assert tr.translate(["上海"]) == [out[2]]  # batching does not change a text's output
 
 
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_model_translator_never_unpickles_its_weights(tiny_marian, tmp_path):
+    import torch
+
+    (tiny_marian / "model.safetensors").unlink()
+    torch.save({"model.shared.weight": _Payload(tmp_path / "ran")}, tiny_marian / "pytorch_model.bin")
+    with pytest.raises(ZhnerError, match="cannot load"):
+        make_translator(f"model:{tiny_marian}")
+    assert not (tmp_path / "ran").exists()
+
+
 def test_model_translator_errors(tmp_path):
     with pytest.raises(ZhnerError, match="no such directory"):
         make_translator(f"model:{tmp_path / 'none'}")

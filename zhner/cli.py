@@ -98,7 +98,7 @@ def resolve_config(name_or_path: str) -> Path:
 @app.command()
 def train(
     config: str = typer.Argument(..., help="YAML config, or the name of a shipped one (e.g. tener_resume)"),
-    output: Path = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
+    output: str = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
     recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
     seeds: int = typer.Option(
@@ -113,7 +113,9 @@ def train(
     from zhner.train.trainer import train as run_training
 
     from zhner.fileio import check_output_dir
+    from zhner.train.rundir import output_path
 
+    output = output_path(output)  # typer would read '' as '.'
     cfg = load_config(resolve_config(config), set_, recipe)
     check_output_dir(output)
     _device(device)  # a bad --device fails before the data is loaded
@@ -133,7 +135,7 @@ def train(
 @app.command()
 def sweep(
     config: str = typer.Argument(..., help="YAML config, or the name of a shipped one (e.g. atssa_resume)"),
-    output: Path = typer.Option(..., "-o", "--output", help="sweep directory: one run (or seed set) per value + sweep.json"),
+    output: str = typer.Option(..., "-o", "--output", help="sweep directory: one run (or seed set) per value + sweep.json"),
     param: str = typer.Option(..., "--param", help="the parameter and its values, e.g. model.topk=1,2,3,4,5,6"),
     set_: list[str] = typer.Option([], "--set", help="override a config field for every run"),
     recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
@@ -147,7 +149,9 @@ def sweep(
     from zhner.train.runs import sweep as run_sweep
 
     from zhner.fileio import check_output_dir, reading
+    from zhner.train.rundir import output_path
 
+    output = output_path(output)  # typer would read '' as '.'
     path = resolve_config(config)
     check_output_dir(output)
     try:

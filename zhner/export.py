@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.fileio import writing
+from zhner.fileio import staged_path, writing
 from zhner.nn.bert import BertCharFeatures
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
@@ -103,8 +103,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     # SLA / WLA's local_mask is square over BERT's pieces ([B, P + 2, P + 2]) or the characters ([B, L, L])
     shapes = _DIMS | {"local_mask": ("B", "P" if bert is not None else "L", "P" if bert is not None else "L")}
     dynamic = tuple({axis: dims[d] for axis, d in enumerate(shapes[k])} for k in names)
-    partial = path.with_name(f".{path.name}.partial")
-    with writing(path):
+    with writing(path):  # an output folder that cannot be made fails before the export's work
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with torch.no_grad(), warnings.catch_warnings(), _quiet():
@@ -121,8 +120,8 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
                 verbose=False,
             )
         _drop_traced_shapes(program.model.graph)
-        program.save(str(partial), external_data=False)
-        partial.replace(path)
+        with staged_path(path) as partial:  # a new file of its own, renamed over `path` once complete
+            program.save(str(partial), external_data=False)
     except ZhnerError:
         raise
     except Exception as e:  # torch.export / onnxscript: a model path that does not trace; nothing is written
@@ -132,8 +131,6 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
             " unchanged and still serves with PyTorch",
             path,
         ) from None
-    finally:
-        partial.unlink(missing_ok=True)
     return path
 
 

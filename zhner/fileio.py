@@ -4,12 +4,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from zhner.errors import ZhnerError
+
+TEMP_SUFFIX = ".tmp"  # of every temporary file: .NAME.XXXXXXXX.tmp beside NAME
 
 
 def current_umask() -> int:
@@ -28,24 +31,93 @@ def current_umask() -> int:
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
-    """Open a temporary file next to `path`; rename it over `path` only if the block finishes."""
+    """Open a temporary file next to `path`; rename it over `path` only if the block finishes.
+
+    A `path` that exists and is not a regular file (a FIFO, a device such as /dev/null, a symlink to one, or
+    /proc/self/fd/1 on a pipe or terminal) is written through instead: renaming over it would replace the node with a
+    regular file. A symlink to a regular file keeps the link: the file it points to is the one replaced."""
     path = Path(path)
     check_output_file(path)  # os.replace would fail only at the end, after all the work
+    if is_special_file(path):
+        with writing(path):
+            handle = open(path, mode, encoding=None if "b" in mode else encoding)
+        with handle:
+            yield handle
+        return
+    target = Path(os.path.realpath(path)) if path.is_symlink() and path.exists() else path
+    with staged_file(target, mode, encoding) as (handle, tmp):
+        yield handle
+    _move_into_place(tmp, target)
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Write a file zhner owns inside its own directory (a checkpoint, a model's metrics): a temporary file renamed
+    over `path` when the block finishes. Whatever is at `path` (a planted symlink, a FIFO) is replaced, never written
+    through."""
+    path = Path(path)
+    with staged_file(path, mode, encoding) as (handle, tmp):
+        yield handle
+    _move_into_place(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_path(path: str | Path) -> Iterator[Path]:
+    """For writers that take only a file name (an ONNX program): the name of a new temporary file beside `path`,
+    created exclusively, for the block to write; renamed over `path` when the block finishes, removed if it fails.
+    A FIFO or device at `path` is written through (its own name is given), as atomic_open does."""
+    path = Path(path)
+    if is_special_file(path):
+        yield path
+        return
+    with staged_file(path, "wb") as (_, tmp):
+        yield tmp
+    _move_into_place(tmp, path)
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename a complete temporary file over `path`; if that fails, remove it."""
+    try:
+        with writing(path):
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def is_special_file(path: str | Path) -> bool:
+    """Whether `path` exists (after symlinks) and is something other than a regular file or a directory."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextlib.contextmanager
+def staged_file(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[tuple[IO, Path]]:
+    """A new temporary file beside `path` (created exclusively: O_EXCL | O_NOFOLLOW under a random name, so nothing
+    planted there is followed), as (handle, its path); flushed to disk when the block finishes, removed if it fails.
+    The caller renames it into place."""
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    tmp = Path(name)
     try:
         # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 less the umask)
-        os.chmod(tmp, 0o666 & ~current_umask())
-        with open(tmp, mode, encoding=None if "b" in mode else encoding) as handle:
-            yield handle
+        os.fchmod(fd, 0o666 & ~current_umask())
+        handle = os.fdopen(fd, mode, encoding=None if "b" in mode else encoding)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        with handle:
+            yield handle, tmp
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -98,6 +170,7 @@ def model_directory(directory: str | Path) -> Path:
         raise ZhnerError(f"cannot read this model directory ({exc.strerror})", path) from None
     if not found:
         raise ZhnerError("no such model directory", path)
+    finish_pending_save(path)  # a save killed after its commit point: its new files are the model
     return path
 
 
@@ -183,3 +256,109 @@ def writing(path: str | Path) -> Iterator[None]:
         raise ZhnerError("a parent of this path is a file, not a directory", path) from None
     except OSError as exc:
         raise ZhnerError(f"cannot write: {exc.strerror}", path) from None
+
+
+# -- a set of files replaced together ---------------------------------------------------------------------------------
+SAVE_JOURNAL = ".zhner-save.json"  # present only between a set's commit point and the end of its renames
+
+
+class StagedFiles:
+    """The new versions of files of one directory, each written to a temporary file beside its final name."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.staged: dict[str, Path] = {}  # final name -> its temporary file, complete and on disk
+
+    @contextlib.contextmanager
+    def open(self, name: str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+        with staged_file(self.directory / name, mode, encoding) as (handle, tmp):
+            yield handle
+        self.staged[name] = tmp
+
+    def discard(self) -> None:
+        for tmp in self.staged.values():
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
+    """Replace several files of `directory` as one change: the block writes each through `files.open(name)` into a
+    temporary file; only when all are complete does a journal naming them (written atomically: the commit point) let
+    them be renamed into place. A failure before the commit point leaves every old file as it was and no temporary
+    file behind; a kill after it leaves the journal, and the renames are finished by `finish_pending_save` (which
+    loading a model directory calls), so a reader sees the old set or the new one, never a mix."""
+    directory = Path(directory)
+    with writing(directory):
+        directory.mkdir(parents=True, exist_ok=True)
+    finish_pending_save(directory)
+    files = StagedFiles(directory)
+    try:
+        yield files
+        journal = {"rename": {name: tmp.name for name, tmp in files.staged.items()}}
+        with staged_file(directory / SAVE_JOURNAL) as (handle, tmp):
+            handle.write(json.dumps(journal))
+        _move_into_place(tmp, directory / SAVE_JOURNAL)
+    except BaseException:
+        files.discard()
+        raise
+    finish_pending_save(directory)
+
+
+def finish_pending_save(directory: str | Path) -> None:
+    """Finish the renames of a set committed by `replace_together` and interrupted (a kill, a full disk) before they
+    were all done; nothing when no journal is there."""
+    directory = Path(directory)
+    journal = directory / SAVE_JOURNAL
+    try:
+        raw = journal.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError):
+        raise ZhnerError("cannot read this journal of an interrupted save", journal) from None
+    renames = _journal_renames(raw, journal)
+    try:
+        for name, tmp in renames.items():
+            source = directory / tmp
+            if source.is_file() and not source.is_symlink():  # else renamed already
+                os.replace(source, directory / name)
+        fsync_directory(directory)
+        journal.unlink()
+    except OSError as exc:
+        raise ZhnerError(
+            f"an interrupted save is pending here and cannot be finished ({exc.strerror}); it needs write access", directory
+        ) from None
+
+
+def _journal_renames(raw: str, journal: Path) -> dict[str, str]:
+    """The journal's {final name: temporary name}: plain names of this directory only, so a planted journal cannot
+    rename anything else."""
+    try:
+        renames = json.loads(raw)["rename"]
+    except (ValueError, KeyError, TypeError):
+        renames = None
+    ok = isinstance(renames, dict) and all(
+        isinstance(name, str) and isinstance(tmp, str) and _plain_name(name) and _plain_name(tmp)
+        and tmp.startswith(f".{name}.") and tmp.endswith(TEMP_SUFFIX)
+        for name, tmp in renames.items()
+    )
+    if not ok:
+        raise ZhnerError("not a journal of zhner's (malformed); delete it", journal)
+    return renames
+
+
+def _plain_name(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make renames in `directory` durable (a file system that cannot sync a directory is left as it is)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

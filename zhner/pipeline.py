@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import torch
 import yaml
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_safetensors
 
 from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
@@ -27,7 +28,7 @@ from zhner.data.example import Example, example_from_text
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import atomic_write_text, model_directory, read_model_mapping
+from zhner.fileio import model_directory, read_model_mapping, replace_together, replacing
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -118,26 +119,26 @@ class Pipeline:
 
     # -- persistence ----------------------------------------------------------------------------------------------
     def save(self, directory: str | Path, weights: dict[str, torch.Tensor] | None = None, lexicon: bool = True) -> None:
-        """Write the model directory (each file atomically). `weights` defaults to the current model state;
-        `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(directory / CONFIG, dump_config(self.config))
-        atomic_write_text(directory / VOCAB, json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
-        if lexicon and self.featurizer.lexicon is not None:
-            self.featurizer.lexicon.save(directory / LEXICON)
+        """Write the model directory, all its files as one change (zhner.fileio.replace_together): a save that fails
+        or is killed part way leaves the model that was there before, whole. `weights` defaults to the current model
+        state; `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
         state = weights if weights is not None else self.model.state_dict()
-        # safetensors writes by path: write a temporary file, then rename it over the old one
-        partial = directory / f".{WEIGHTS}.partial"
-        try:
-            save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(partial))
-            partial.replace(directory / WEIGHTS)
-        finally:
-            partial.unlink(missing_ok=True)
-        self.save_metrics(directory)
+        with replace_together(directory) as files:
+            with files.open(CONFIG) as handle:
+                handle.write(dump_config(self.config))
+            with files.open(VOCAB) as handle:
+                handle.write(json.dumps(self.featurizer.to_dict(), ensure_ascii=False))
+            if lexicon and self.featurizer.lexicon is not None:
+                with files.open(LEXICON) as handle:
+                    self.featurizer.lexicon.write(handle)
+            with files.open(WEIGHTS, "wb") as handle:
+                handle.write(save_safetensors({k: v.detach().contiguous().cpu() for k, v in state.items()}))
+            with files.open(METRICS) as handle:
+                handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
 
     def save_metrics(self, directory: str | Path) -> None:
-        atomic_write_text(Path(directory) / METRICS, json.dumps(self.metrics, indent=2, ensure_ascii=False))
+        with replacing(Path(directory) / METRICS) as handle:
+            handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
+from typing import IO
 
 import ahocorasick
 
@@ -107,7 +108,11 @@ class Lexicon:
     def save(self, path: str | Path) -> None:
         """One word per line, UTF-8, written atomically."""
         with atomic_open(path) as handle:
-            handle.write("".join(f"{w}\n" for w in self.words))
+            self.write(handle)
+
+    def write(self, handle: IO[str]) -> None:
+        """One word per line, to an open text file."""
+        handle.write("".join(f"{w}\n" for w in self.words))
 
     @classmethod
     def load(cls, path: str | Path) -> "Lexicon":

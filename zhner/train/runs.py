@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner.fileio import atomic_write_text
 from zhner.pipeline import METRICS, WEIGHTS, read_json, read_yaml
+from zhner.train.rundir import check_ours
 from zhner.train.trainer import CHECKPOINT, log_info, train
 
 # set by the trainer from the vectors, the data and the BERT directory: a saved config differs there by design
@@ -91,6 +93,7 @@ def train_seeds(
 ) -> list[dict]:
     """Seeds config.train.seed, +1, ...: one run directory `seed<N>` each, and `seeds.json` (a list of run summaries)."""
     out = Path(out)
+    check_ours(out, lambda entry: entry.name == "seeds.json" or re.fullmatch(r"seed\d+", entry.name) is not None, "a seed set of zhner's")
     first = config.train.seed
     if first + seeds - 1 > MAX_SEED:
         raise ZhnerError(f"--seeds {seeds} from train.seed {first}: the last seed would be over 2^32 - 1")
@@ -148,6 +151,7 @@ def sweep(
     """Train the raw config (a dict, overrides applied) once per value of `param` ('model.topk=1,2,3'), `seeds` seeds each.
     Writes `sweep.json`: the parameter, and per value its directory, run summaries and mean +- std of the F1s."""
     out = Path(out)
+    check_ours(out, lambda entry: entry.name == "sweep.json" or "=" in entry.name, "a sweep of zhner's")
     key, values = parse_param(param)
     configs = [config_from_dict(apply_overrides(json.loads(json.dumps(raw)), [f"{key}={json.dumps(v)}"]), source) for v in values]
     result = {"param": key, "seeds": seeds, "runs": []}

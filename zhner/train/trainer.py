@@ -5,6 +5,7 @@ Run directory (also the model directory of the best epoch):
     config.yaml vocab.json model.safetensors metrics.json   the best model so far (see zhner.tagger)
     log.jsonl                                               one line per finished epoch
     checkpoint.pt                                           resumable state; removed when training ends
+    .zhner-lock                                             held while a training runs (zhner.train.rundir)
 
 $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses it to land a kill mid-epoch.
 """
@@ -14,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import pickle
 import random
 import sys
 import time
@@ -33,7 +35,7 @@ from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, sp
 from zhner.data.catalogue import DATASETS
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
-from zhner.fileio import check_output_dir
+from zhner.fileio import check_output_dir, reading, replacing, writing
 from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
@@ -43,12 +45,13 @@ from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, pa
 from zhner.models.inputs import Featurizer, fields_for
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
 from zhner.nn.embedding import load_matrix
-from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
+from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
 from zhner.train import distributed
 from zhner.train.averaging import WeightAverage
+from zhner.train.rundir import claimed, output_path
 from zhner.train.warm_start import copy_weights, extend_vocabularies, fit_scheme, load_source, source_task
 
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
@@ -455,12 +458,21 @@ def train(
     ctx = distributed.setup(device)
     if not ctx.is_main:
         log, progress = (lambda _: None), False
-    out_dir = Path(out_dir)
+    out_dir = output_path(out_dir, "out_dir") if isinstance(out_dir, str) else out_dir  # Path("") would be "."
     check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
-    run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # process 0 holds the directory: a second training into it fails at once, not after loading the data
+    with claimed(out_dir, (CHECKPOINT, LOG, METRICS)) if ctx.is_main else nullcontext():
+        run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return _train_run(run, out_dir, ctx, progress, log, overwrite)
+
+
+def _train_run(
+    run: Run, out_dir: Path, ctx: distributed.Context, progress: bool | None, log: Callable[[str], None], overwrite: bool
+) -> dict:
+    """The training loop of `train`, in a run directory this process holds."""
     config, tagger, featurizer = run.config, run.tagger, run.featurizer
     model, tc = tagger.model.to(ctx.device), config.train
     if ctx.world > 1:
@@ -492,7 +504,7 @@ def train(
         state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
-            _trim_log(out_dir / LOG, state["epoch"])
+            _trim_log(out_dir / LOG, state["epoch"], log)
     elif (out_dir / LOG).exists() and ctx.is_main:
         (out_dir / LOG).unlink()  # a fresh run in a used directory starts a fresh log
 
@@ -578,8 +590,7 @@ def train(
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
-        with open(out_dir / LOG, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        _append_log(out_dir / LOG, record)
         log(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
@@ -665,14 +676,21 @@ def _save_checkpoint(
         "rng": torch.get_rng_state(),
         "average": average.state_dict() if average is not None else None,
     }
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    with replacing(path, "wb") as handle:  # a temporary file of its own: nothing planted beside it is followed
+        torch.save(payload, handle)
 
 
 def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
     try:
-        payload = torch.load(path, weights_only=False)
+        # tensors and plain containers only: a pickled object (a planted payload) is refused before anything of it runs
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "global" not in str(exc).lower():  # not an object the safe loader refused: garbage, a truncated file
+            raise ZhnerError("cannot read this checkpoint (UnpicklingError); delete it to start over", path) from None
+        raise ZhnerError(
+            "refused: this checkpoint holds Python objects, not only tensors and plain values (nothing of it was run); "
+            "delete it to start over", path
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
         raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
     missing = [k for k in CHECKPOINT_KEYS if not isinstance(payload, dict) or k not in payload]
@@ -730,11 +748,36 @@ def _without_budget(config: Config) -> Config:
     return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
 
 
-def _trim_log(path: Path, epochs_done: int) -> None:
-    """Drop log lines of epochs the checkpoint does not cover (they will be run again)."""
+def _append_log(path: Path, record: dict) -> None:
+    """One line for the epoch, in one write; never through a symlink planted at the log's name."""
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
+    """Drop log lines of epochs the checkpoint does not cover (they will be run again), and a last line cut short by
+    a kill (with a warning); a damaged line before it is an error naming it."""
     if not path.exists():
         return
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    kept = [ln for ln in lines if json.loads(ln)["epoch"] <= epochs_done]
-    if len(kept) != len(lines):
-        path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
+    with reading(path, "the run's log"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    records = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+            epoch = record["epoch"]
+        except (ValueError, KeyError, TypeError):
+            if i < len(lines) - 1:
+                raise ZhnerError("not a log record of zhner's; delete the line (or the file) to resume", path, n) from None
+            log(f"warning: {path}:{n}: a log line cut short (the run was killed while writing it) is dropped")
+            break
+        records.append((line, epoch))
+    kept = [line for line, epoch in records if isinstance(epoch, int) and epoch <= epochs_done]
+    # rewritten (a file of its own) when lines go, when the last lacks its newline (the next would join it), or when
+    # the name is a symlink: appends never go through one
+    if len(kept) != len(lines) or not text.endswith("\n") or path.is_symlink():
+        with replacing(path) as handle:
+            handle.write("".join(line + "\n" for line in kept))

@@ -23,8 +23,12 @@ class ModelTranslator:
         except ImportError:
             raise ZhnerError("a model translator needs transformers: pip install transformers", self.directory) from None
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.directory))
-            self.model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(self.directory)).eval()
+            # nothing from the directory runs: no code of its own (trust_remote_code), and a pickled
+            # pytorch_model.bin is read as tensors only (weights_only; transformers' default, said explicitly)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.directory), trust_remote_code=False)
+            self.model = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+                str(self.directory), trust_remote_code=False, weights_only=True
+            ).eval()
         except Exception as exc:  # transformers' own errors for a directory it cannot read
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ZhnerError(f"cannot load a seq2seq model and tokenizer: {first}", self.directory) from None

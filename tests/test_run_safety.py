@@ -1,0 +1,333 @@
+"""Files and run directories (issue 33): no unpickling, no write through a planted name, special files written through,
+a model directory replaced as a whole, and a run directory that is the user's to name but zhner's to fill."""
+import errno
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import zhner.fileio as fileio
+from conftest import REPO, TINY_TENER
+from zhner.cli import resolve_config
+from zhner.config import load_config
+from zhner.errors import ZhnerError
+from zhner.fileio import SAVE_JOURNAL, atomic_open, atomic_write_text
+from zhner.tagger import Tagger, default_model_dir
+from zhner.train.rundir import LOCK, locked
+from zhner.train.runs import train_seeds
+from zhner.train.trainer import train
+
+TEXTS = ["张三在北京大学工作。", "李四去了上海。", "王五是华为的工程师。"]
+
+
+def zhner(*args, cwd=REPO, stdin=None):
+    return subprocess.run(
+        [sys.executable, "-m", "zhner.cli", *map(str, args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def one_line_error(res, *fragments):
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, res.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def tiny(extra=()):
+    return load_config(resolve_config("tener_resume"), TINY_TENER + list(extra))
+
+
+def tiny_args(extra=()):
+    return [arg for o in TINY_TENER + list(extra) for arg in ("--set", o)]
+
+
+class Payload:
+    """What an attacker plants: unpickling it creates `marker`."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+# -- 1. no unpickling ------------------------------------------------------------------------------------------------
+def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path, shared_data):
+    probe = tmp_path / "probe.pt"
+    torch.save({"state": Payload(tmp_path / "ran-in-probe")}, probe)
+    torch.load(probe, weights_only=False)  # the payload is live: an unpickling loader runs it
+    assert (tmp_path / "ran-in-probe").exists()
+
+    run = tmp_path / "run"
+    run.mkdir()
+    marker = tmp_path / "ran"
+    torch.save({"config": "", "model": {}, "state": Payload(marker)}, run / "checkpoint.pt")
+    res = zhner("train", "tener_resume", "-o", run, *tiny_args())
+    one_line_error(res, str(run / "checkpoint.pt"), "holds Python objects")
+    assert not marker.exists()
+
+
+def test_no_loader_in_the_package_unpickles():
+    """Every torch.load is weights_only=True, every np.load allow_pickle=False, and nothing imports pickle to load."""
+    sources = {p: p.read_text(encoding="utf-8") for p in (REPO / "zhner").rglob("*.py")}
+    for path, text in sources.items():
+        for call in ("torch.load(", "np.load("):
+            for chunk in text.split(call)[1:]:
+                args = chunk[: chunk.index(")")]
+                assert ("weights_only=True" if call == "torch.load(" else "allow_pickle=False") in args, (path, args)
+        assert "pickle.load" not in text and "pickle.loads" not in text, path
+
+
+# -- 2. temporary files created exclusively ----------------------------------------------------------------------------
+def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, shared_data):
+    run = tmp_path / "run"
+    metrics = train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
+    assert metrics["status"] == "time_budget" and (run / "checkpoint.pt").exists()  # a run to resume
+    (run / "log.jsonl").rename(tmp_path / "victim-log.jsonl")  # appended to through a link before
+    (run / "log.jsonl").symlink_to(tmp_path / "victim-log.jsonl")
+    victims = [tmp_path / "victim-log.jsonl"]
+    before = victims[0].read_text()
+    for name in ("checkpoint.pt.partial", ".model.safetensors.partial"):  # the fixed names written through before
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("mine")
+        (run / name).symlink_to(victim)
+        victims.append(victim)
+    (run / ".model.safetensors.k3j_x9q2.tmp").write_bytes(b"left by a kill")  # removed by the run that resumes
+    metrics = train(tiny(["train.epochs=3"]), run, log=lambda _: None)  # writes checkpoints and the model again
+    assert metrics["status"] == "completed"
+    assert victims[0].read_text() == before
+    for victim in victims[1:]:
+        assert victim.read_text() == "mine"
+    assert sorted(p.name for p in run.iterdir() if p.is_symlink()) == [".model.safetensors.partial", "checkpoint.pt.partial"]
+    assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert not (run / LOCK).exists()  # released and removed when the run ends
+
+
+def test_a_checkpoint_is_written_as_a_new_file(tmp_path, monkeypatch):
+    """The temporary file is made by mkstemp (O_EXCL | O_NOFOLLOW): a name that is there already is never reused."""
+    made = []
+    real = fileio.tempfile.mkstemp
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", lambda **kw: made.append(kw) or real(**kw))
+    from zhner.train.trainer import _save_checkpoint
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    state = {"epoch": 0, "batch": 1, "step": 1, "elapsed": 0.0}
+    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, tiny(), None)
+    assert [kw["dir"] for kw in made] == [tmp_path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["state"] == state
+
+
+# -- 3. special files are written through ----------------------------------------------------------------------------
+def read_fifo(path, into):
+    def run():
+        with open(path, encoding="utf-8") as f:
+            into.append(f.read())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("through_link", [False, True], ids=["fifo", "symlink-to-fifo"])
+def test_atomic_writers_write_through_a_fifo(tmp_path, through_link):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = fifo
+    if through_link:
+        target = tmp_path / "link"
+        target.symlink_to(fifo)
+    got = []
+    reader = read_fifo(fifo, got)
+    atomic_write_text(target, "written through\n")
+    reader.join(10)
+    assert got == ["written through\n"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert target.is_symlink() == through_link
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"pipe", target.name})
+
+
+def test_writers_by_name_get_a_new_file_or_the_fifo_itself(tmp_path):
+    """staged_path (the ONNX export's writer): a new temporary name, renamed at the end; a FIFO is written through."""
+    with pytest.raises(RuntimeError), fileio.staged_path(tmp_path / "model.onnx") as partial:
+        assert partial != tmp_path / "model.onnx" and partial.exists()
+        partial.write_bytes(b"half")
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+    with fileio.staged_path(tmp_path / "model.onnx") as partial:
+        partial.write_bytes(b"onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"] and (tmp_path / "model.onnx").read_bytes() == b"onnx"
+    os.mkfifo(tmp_path / "pipe")
+    got = []
+    reader = read_fifo(tmp_path / "pipe", got)
+    with fileio.staged_path(tmp_path / "pipe") as partial:
+        partial.write_bytes(b"onnx")
+    reader.join(10)
+    assert got == ["onnx"] and stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode)
+
+
+def test_a_symlink_to_a_regular_file_keeps_the_link(tmp_path):
+    (tmp_path / "real.txt").write_text("old")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    with atomic_open(tmp_path / "link.txt") as f:
+        f.write("new")
+    assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
+
+
+@pytest.mark.parametrize("through_link", [False, True], ids=["fifo", "symlink-to-fifo"])
+def test_predict_writes_through_a_fifo(tmp_path, through_link):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = fifo
+    if through_link:
+        target = tmp_path / "out.jsonl"
+        target.symlink_to(fifo)
+    got = []
+    reader = read_fifo(fifo, got)
+    res = zhner("predict", "-o", target, "-", stdin="张三在北京。\n")
+    reader.join(60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(got[0])["text"] == "张三在北京。"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and target.is_symlink() == through_link
+
+
+# -- 4. a model directory is replaced as a whole ---------------------------------------------------------------------------
+@pytest.fixture
+def two_models(tmp_path):
+    """A copy of the shipped model (with lexicon.txt) and a different model to save over it."""
+    directory = tmp_path / "model"
+    shutil.copytree(default_model_dir(), directory)
+    old = Tagger.load(directory)
+    new = Tagger.load(directory)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in new.model.parameters():
+            p.normal_()
+    new.metrics = {"status": "completed", "note": "the new model"}
+    return directory, old.predict(TEXTS), new
+
+
+def snapshot(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def test_a_failed_save_at_any_file_leaves_the_old_model(two_models, monkeypatch):
+    directory, old_predictions, new = two_models
+    before = snapshot(directory)
+    assert new.predict(TEXTS) != old_predictions  # the new model is told apart by what it predicts
+    real = fileio.staged_file
+    calls = []
+
+    def failing_at(k):
+        def staged(path, *args, **kwargs):
+            calls.append(path.name)
+            if len(calls) == k:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(path, *args, **kwargs)
+
+        return staged
+
+    files = ["config.yaml", "vocab.json", "lexicon.txt", "model.safetensors", "metrics.json", SAVE_JOURNAL]
+    for k in range(1, len(files) + 1):
+        calls.clear()
+        monkeypatch.setattr(fileio, "staged_file", failing_at(k))
+        with pytest.raises((OSError, ZhnerError)):
+            new.save(directory)
+        monkeypatch.setattr(fileio, "staged_file", real)
+        assert calls[-1] == files[k - 1]
+        assert snapshot(directory) == before, f"failure at {files[k - 1]}"  # no file changed, no temporary file left
+        assert Tagger.load(directory).predict(TEXTS) == old_predictions
+    new.save(directory)
+    assert Tagger.load(directory).predict(TEXTS) == new.predict(TEXTS)
+    assert sorted(snapshot(directory)) == sorted(before)
+
+
+def test_a_save_killed_after_its_commit_point_loads_as_the_new_model(two_models, monkeypatch):
+    directory, old_predictions, new = two_models
+    before = sorted(snapshot(directory))
+    monkeypatch.setattr(fileio, "finish_pending_save", lambda directory: None)  # the renames never happen: a kill
+    new.save(directory)
+    monkeypatch.undo()
+    assert (directory / SAVE_JOURNAL).exists() and len(list(directory.glob(".*.tmp"))) == 5
+    assert Tagger.load(directory).predict(TEXTS) == new.predict(TEXTS)  # loading finishes the renames
+    assert sorted(snapshot(directory)) == before
+
+
+def test_a_planted_journal_renames_nothing_outside_its_set(tmp_path):
+    (tmp_path / SAVE_JOURNAL).write_text(json.dumps({"rename": {"../escape": "../.escape.x.tmp"}}))
+    with pytest.raises(ZhnerError, match="not a journal of zhner's"):
+        fileio.finish_pending_save(tmp_path)
+
+
+# -- 5. the run directory ---------------------------------------------------------------------------------------------
+def test_train_to_an_empty_path_is_an_error(tmp_path):
+    one_line_error(zhner("train", "tener_resume", "-o", "", cwd=tmp_path), "-o", "empty path")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ZhnerError, match="empty path"):
+        train(tiny(), "", log=lambda _: None)
+
+
+def test_train_never_fills_a_directory_of_the_users_own(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    config = project / "config.yaml"
+    shutil.copy(resolve_config("tener_resume"), config)
+    before = config.read_bytes()
+    one_line_error(zhner("train", config, "-o", project, *tiny_args()), str(project), "not a run of zhner's")
+    one_line_error(zhner("train", config, "-o", project, "--overwrite", *tiny_args()), str(project))
+    assert config.read_bytes() == before and [p.name for p in project.iterdir()] == ["config.yaml"]
+    with pytest.raises(ZhnerError, match="not a seed set of zhner's"):
+        train_seeds(tiny(), project, 2, log=lambda _: None)
+    assert [p.name for p in project.iterdir()] == ["config.yaml"]
+
+
+def test_a_bad_corpus_leaves_no_directory(tmp_path):
+    with pytest.raises(ZhnerError):
+        train(tiny(["data.dataset=" + str(tmp_path / "nowhere")]), tmp_path / "new" / "run", log=lambda _: None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_training_into_a_held_run_fails_at_once(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with locked(run / LOCK, run):
+        res = zhner("train", "tener_resume", "-o", run, *tiny_args())
+    one_line_error(res, str(run), "another training", f"pid {os.getpid()}")
+    assert "data " not in res.stderr  # refused before the data was loaded
+    assert [p.name for p in run.iterdir()] == [LOCK]
+
+
+@pytest.mark.parametrize("cut", ["mid-line", "before-newline"])
+def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data, cut):
+    run = tmp_path / "run"
+    train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
+    text = (run / "log.jsonl").read_text()
+    # the kill landed mid-write: in epoch 2's line, or just before epoch 1's newline
+    (run / "log.jsonl").write_text(text + '{"epoch": 2, "step": 12, "lr": 0.0' if cut == "mid-line" else text[:-1])
+    lines = []
+    metrics = train(tiny(["train.epochs=3"]), run, log=lines.append)
+    assert metrics["status"] == "completed"
+    warned = any(line.startswith("warning: ") and "log.jsonl:2: a log line cut short" in line for line in lines)
+    assert warned == (cut == "mid-line")
+    assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_damaged_log_line_before_the_last_is_an_error_naming_it(tmp_path):
+    from zhner.train.trainer import _trim_log
+
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"epoch": 1}\nnot json\n{"epoch": 2}\n')
+    with pytest.raises(ZhnerError) as err:
+        _trim_log(log, 2, lambda _: None)
+    assert str(err.value).startswith(f"{log}:2: not a log record")
