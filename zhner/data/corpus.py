@@ -5,7 +5,7 @@ Formats:
 - `weibo`: Weibo's original release, `CHARn<TAB>TAG`, where n is the character's 1-2 digit position in its word;
   the character is the first code point of the token (the character itself may be a digit);
 - `conll-words`: word-level CoNLL (CoNLL-2003 English NER): `WORD ... TAG`, tag in the last column, `-DOCSTART-`
-  lines skipped, IOB1 converted to BIO (see `zhner.data.wordconll`);
+  lines skipped, an IOB1 file converted to BIO (see `zhner.data.wordconll`);
 - `jsonl`: one `{"text": str, "entities": [{"start", "end", "type"}, ...]}` per line (`entities` optional), or for
   classification `{"text": str, "label": str}`; a file holds one kind or the other;
 - `tsv`: `TEXT<TAB>LABEL` per line, optional header (`text\tlabel`, `sentence\tlabel`); `cola`: GLUE CoLA's
@@ -36,7 +36,7 @@ from zhner.data.schemes import (
     tags_to_spans,
     validate_tag,
 )
-from zhner.data.wordconll import DOCSTART, parse_word_columns
+from zhner.data.wordconll import DOCSTART, iob1_to_bio, is_iob1, parse_word_columns
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, json_value, reading
 
@@ -57,6 +57,7 @@ class Corpus:
     sentences: list[Example]
     scheme: str | None  # tagging corpora: bio / bioes / bmes; None for classification corpora
     path: str = "<memory>"
+    iob1: bool = False  # a word-level CoNLL file read as IOB1, its tags converted to BIO (zhner.data.wordconll)
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -83,6 +84,7 @@ def read_corpus(
     strict: bool = False,
     labelled: bool = True,
     unit: str = "char",
+    iob1: bool | None = None,
 ) -> Corpus:
     """Read a corpus file.
 
@@ -94,6 +96,8 @@ def read_corpus(
     labelled: whether lines carry a tag (or label) column (unlabelled CoNLL files have one token per line).
     unit: "char" or "word", the tokens of classification texts (tsv, cola, JSONL records with "label"): Chinese
           is read as characters, English as words. Tagging formats fix their own unit (conll-words: words).
+    iob1: whether a labelled conll-words file is IOB1 (True: converted to BIO; False: read as BIO, as written);
+          None detects it from the file's own tags (`zhner.data.wordconll.is_iob1`). Other formats ignore it.
     """
     path = Path(path)
     if scheme is not None and scheme not in SCHEMES:
@@ -115,10 +119,13 @@ def read_corpus(
     elif fmt == "conll-words":
         sentences = parse_word_columns(path, lines, labelled)
         scheme = scheme or "bio"
+        iob1 = labelled and (is_iob1(sentences) if iob1 is None else iob1)
+        if iob1:
+            sentences = iob1_to_bio(sentences, path)
     else:
         sentences = _parse_columns(path, lines, weibo=fmt == "weibo", labelled=labelled)
     _nonempty(Corpus(sentences, None, str(path)))
-    corpus = Corpus(sentences, scheme or _detect(sentences), str(path))
+    corpus = Corpus(sentences, scheme or _detect(sentences), str(path), iob1=fmt == "conll-words" and bool(iob1))
     _validate(corpus, strict)
     return corpus
 
