@@ -34,6 +34,7 @@ from zhner.data.schemes import (
     spans_to_tags,
     split_tag,
     tags_to_spans,
+    type_problem,
     validate_tag,
 )
 from zhner.data.wordconll import DOCSTART, iob1_to_bio, is_iob1, parse_word_columns
@@ -316,7 +317,7 @@ def _jsonl_example(record: dict, kind: str | None, scheme: str, unit: str, path:
     elif kind == "entities":
         if unit != "char":
             raise ZhnerError("entity offsets are character offsets: tagging records are read as characters", path, lineno)
-        spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
+        spans = [_parse_entity(e, i, path, lineno) for i, e in enumerate(_as_list(record["entities"], path, lineno))]
         try:
             example = Example(list(text), spans_to_tags(len(text), spans, scheme))
         except ValueError as exc:
@@ -338,15 +339,21 @@ def _as_list(value, path: Path, lineno: int) -> list:
     return value
 
 
-def _parse_entity(entity, path: Path, lineno: int) -> Span:
+def _parse_entity(entity, index: int, path: Path, lineno: int) -> Span:
     if isinstance(entity, dict):
         start, end, label = entity.get("start"), entity.get("end"), entity.get("type")
     elif isinstance(entity, list) and len(entity) == 3:
         start, end, label = entity
     else:
         raise ZhnerError('an entity must be {"start", "end", "type"} or [start, end, type]', path, lineno)
-    if not (isinstance(start, int) and isinstance(end, int) and isinstance(label, str) and label):
-        raise ZhnerError(f"bad entity {entity!r}: start/end must be integers and type a non-empty string", path, lineno)
+    for name, value in (("start", start), ("end", end)):
+        if not isinstance(value, int) or isinstance(value, bool):  # true is an int to Python, not an offset
+            raise ZhnerError(f"entities[{index}].{name}: {value!r} is not an integer", path, lineno)
+    if not isinstance(label, str):
+        raise ZhnerError(f"entities[{index}].type: {label!r} is not a string", path, lineno)
+    problem = type_problem(label)
+    if problem:
+        raise ZhnerError(f"entities[{index}].type: {label!r} {problem}", path, lineno)
     return start, end, label
 
 

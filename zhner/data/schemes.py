@@ -8,7 +8,9 @@ Two decoders, because the corpora contain malformed sequences (orphan I-/M-/E- i
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from zhner.errors import ZhnerError
 
@@ -157,8 +159,23 @@ def all_tags(types: Iterable[str], scheme: str) -> list[str]:
 
 
 def validate_tag(tag: str, scheme: str, where: str, line: int) -> None:
-    """check_tag, raising ZhnerError with the file and line."""
+    """check_tag, and a type a tag file can carry (`type_problem`), raising ZhnerError with the file and line."""
     try:
         check_tag(tag, scheme)
     except ValueError as exc:
         raise ZhnerError(str(exc), where, line) from None
+    problem = type_problem(split_tag(tag)[1]) if tag != "O" else None
+    if problem:
+        raise ZhnerError(f"tag {tag!r}: its type {problem}", where, line)
+
+
+@lru_cache(maxsize=4096)  # a corpus has few types, read once per tag
+def type_problem(label: str) -> str | None:
+    """Why `label` cannot be an entity type, or None: a tag file (CoNLL, BMES) splits its columns at whitespace and
+    shows no control or invisible format character, so a type holding one would not read back as written."""
+    if not label:
+        return "is empty"
+    bad = next((c for c in label if c.isspace() or unicodedata.category(c).startswith("C")), None)
+    if bad is not None:
+        return f"holds U+{ord(bad):04X} ({unicodedata.name(bad, 'a control character')}); a tag file cannot carry it"
+    return None
