@@ -198,7 +198,8 @@ def test_english_tagger_reports_character_offsets(conll_model):
     text = "John  Smith lives in New York, doesn't he?"
     entities = tagger.predict([text])[0]
     words, offsets = __import__("zhner.data.example", fromlist=["x"]).words_of(text)
-    assert [(e["start"], e["end"], e["text"]) for e in entities] == [(s, e, w) for w, (s, e) in zip(words, offsets)]
+    words_with_letters = [(s, e, w) for w, (s, e) in zip(words, offsets) if any(c.isalnum() for c in w)]
+    assert [(e["start"], e["end"], e["text"]) for e in entities] == words_with_letters  # "," alone names nothing
     corpus_scores = tagger.evaluate(__import__("zhner.data.registry", fromlist=["x"]).load_dataset("conll2003")["dev"])
     assert corpus_scores["n_sentences"] == 3250
 

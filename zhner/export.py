@@ -234,7 +234,7 @@ class OnnxTagger(Tagger):
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 
-    def predictions(self, sentences: Sequence, batch_size: int = 32) -> list[list[str]]:
+    def model_predictions(self, sentences: Sequence, batch_size: int = 32) -> list[list[str]]:
         def decode(batch: dict[str, torch.Tensor], lengths: list[int]) -> list[list[int]]:
             outputs = self.emissions(batch)
             if len(outputs) == 1:  # a softmax head

@@ -204,9 +204,15 @@ class Pipeline:
         """Raw texts as the examples the model reads (characters, or words for English models)."""
         return [example_from_text(text, self.featurizer.unit) for text in texts]
 
-    @torch.no_grad()
     def predictions(self, examples: Sequence[Example | Sequence[str]], batch_size: int = 32) -> list:
-        """The task's prediction for each example (tags, or a label with its scores), in batches."""
+        """The task's prediction for each example (tags, or a label with its scores), in batches, finished by the task
+        (`Task.finish`: e.g. no entity begins or ends on whitespace)."""
+        raw = self.model_predictions(examples, batch_size)
+        return [self.task.finish(_tokens(example), prediction) for example, prediction in zip(examples, raw)]
+
+    @torch.no_grad()
+    def model_predictions(self, examples: Sequence[Example | Sequence[str]], batch_size: int = 32) -> list:
+        """The model's own prediction for each example, in batches (an exported model's runtime overrides this)."""
         self.model.eval()
         device = next(self.model.parameters()).device
 
@@ -254,6 +260,10 @@ def one_or_many(texts: str | Iterable[str]) -> tuple[list[str], bool]:
     if isinstance(texts, str):
         return [texts], True
     return text_list(texts), False
+
+
+def _tokens(example: Example | Sequence[str]) -> Sequence[str]:
+    return example.tokens if isinstance(example, Example) else example
 
 
 def text_list(texts: Iterable[str]) -> list[str]:

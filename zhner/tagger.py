@@ -16,7 +16,7 @@ import torch
 
 from zhner.data.example import Example
 from zhner.data.longtext import split_long_text, stitch
-from zhner.data.schemes import tags_to_spans
+from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.entity import Entity
 from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
@@ -142,7 +142,8 @@ class Tagger(Pipeline):
         examples = self._translated_examples(chunks, translations)
         if confidence:
             self._need_crf("confidences")
-            spans = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, self._scored_spans, [])
+            scored = run_in_batches(self.featurizer, examples, batch_size, MAX_CELLS, self._scored_spans, [])
+            spans = [trim_spans(ex.tokens, sp) for ex, sp in zip(examples, scored)]  # as `predictions` trims tags
         else:
             spans = [tags_to_spans(tags, self.featurizer.scheme, strict=True) for tags in self.tag(examples, batch_size)]
         return [char_spans(ex, sp) for ex, sp in zip(examples, spans)]
@@ -170,8 +171,9 @@ class Tagger(Pipeline):
         windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
         The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do.
         `confidence=True` sets each score to the CRF's probability that the entity's characters carry exactly its tags
-        (computed on the piece that found it); False leaves it None (a little faster); None (the default): scores when
-        the model has a CRF head (`scores_by_default`).
+        (computed on the piece that found it; for an entity trimmed of whitespace or emoji at its edges, on the span
+        the model decoded); False leaves it None (a little faster); None (the default): scores when the model has a
+        CRF head (`scores_by_default`). No entity begins or ends on whitespace or an emoji (`SpanTagging.finish`).
         `translations` (ACT-S models only): an English translation per text, or None to translate that text with the
         model's translator ("" without one: a missing translation). A text cut into pieces gives each piece its whole
         translation; one without a translation has its pieces translated one by one (`piece_translations`)."""
@@ -268,7 +270,7 @@ def _entity(text: str, start: int, end: int, label: str, *score: float) -> dict:
 
 
 def _ranked(text: str, example: Example, tags: list[str], probability: float, scheme: str) -> dict:
-    spans = char_spans(example, tags_to_spans(tags, scheme, strict=True))
+    spans = char_spans(example, trim_spans(example.tokens, tags_to_spans(tags, scheme, strict=True)))
     return {"probability": round(probability, 6), "entities": [_entity(text, *span) for span in spans]}
 
 

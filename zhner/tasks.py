@@ -13,7 +13,7 @@ import torch
 
 from zhner.data.corpus import Corpus
 from zhner.data.example import Example
-from zhner.data.schemes import SCHEMES, all_tags, convert_tags, split_tag
+from zhner.data.schemes import SCHEMES, all_tags, convert_tags, split_tag, trim_tags
 from zhner.errors import ZhnerError
 from zhner.evaluate.classification import ClassificationScorer
 from zhner.evaluate.metrics import CLASSIFICATION_HEADLINE, NERScorer, headline
@@ -60,6 +60,11 @@ class SpanTagging:
         if getattr(model, "crf", None) is None:  # a softmax head may emit I-X without B-X: read it as conlleval does
             paths = [convert_tags(tags, self.scheme, self.scheme) for tags in paths]
         return paths
+
+    def finish(self, tokens: Sequence[str], tags: list[str]) -> list[str]:
+        """The prediction for a sentence of `tokens` from the model's tags: no entity begins or ends on whitespace or an
+        emoji, none lacks a letter or digit (`zhner.data.schemes.trim_tags`), whatever the model and its head."""
+        return trim_tags(tokens, tags, self.scheme)
 
     def scorer(self, per_sentence: bool = False) -> "TaggingScorer":
         return TaggingScorer(self.scheme, per_sentence)
@@ -129,6 +134,10 @@ class SentenceClassification:
             {"label": self.labels[k], "scores": {label: round(p, 6) for label, p in zip(self.labels, row)}}
             for k, row in zip(best, probs.tolist())
         ]
+
+    def finish(self, tokens: Sequence[str], prediction: dict) -> dict:
+        """The prediction as the model made it (a label is not tied to tokens)."""
+        return prediction
 
     def scorer(self) -> "LabelScorer":
         return LabelScorer(self.labels, self.positive)

@@ -5,7 +5,7 @@ Formats:
 - `weibo`: Weibo's original release, `CHARn<TAB>TAG`, where n is the character's 1-2 digit position in its word;
   the character is the first code point of the token (the character itself may be a digit);
 - `conll-words`: word-level CoNLL (CoNLL-2003 English NER): `WORD ... TAG`, tag in the last column, `-DOCSTART-`
-  lines skipped, IOB1 converted to BIO (see `zhner.data.wordconll`);
+  lines skipped, an IOB1 file converted to BIO (see `zhner.data.wordconll`);
 - `jsonl`: one `{"text": str, "entities": [{"start", "end", "type"}, ...]}` per line (`entities` optional), or for
   classification `{"text": str, "label": str}`; a file holds one kind or the other;
 - `tsv`: `TEXT<TAB>LABEL` per line, optional header (`text\tlabel`, `sentence\tlabel`); `cola`: GLUE CoLA's
@@ -34,9 +34,10 @@ from zhner.data.schemes import (
     spans_to_tags,
     split_tag,
     tags_to_spans,
+    type_problem,
     validate_tag,
 )
-from zhner.data.wordconll import DOCSTART, parse_word_columns
+from zhner.data.wordconll import DOCSTART, iob1_to_bio, is_iob1, parse_word_columns
 from zhner.errors import ZhnerError
 from zhner.fileio import atomic_open, json_value, reading
 
@@ -57,6 +58,7 @@ class Corpus:
     sentences: list[Example]
     scheme: str | None  # tagging corpora: bio / bioes / bmes; None for classification corpora
     path: str = "<memory>"
+    iob1: bool = False  # a word-level CoNLL file read as IOB1, its tags converted to BIO (zhner.data.wordconll)
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -83,6 +85,7 @@ def read_corpus(
     strict: bool = False,
     labelled: bool = True,
     unit: str = "char",
+    iob1: bool | None = None,
 ) -> Corpus:
     """Read a corpus file.
 
@@ -94,6 +97,8 @@ def read_corpus(
     labelled: whether lines carry a tag (or label) column (unlabelled CoNLL files have one token per line).
     unit: "char" or "word", the tokens of classification texts (tsv, cola, JSONL records with "label"): Chinese
           is read as characters, English as words. Tagging formats fix their own unit (conll-words: words).
+    iob1: whether a labelled conll-words file is IOB1 (True: converted to BIO; False: read as BIO, as written);
+          None detects it from the file's own tags (`zhner.data.wordconll.is_iob1`). Other formats ignore it.
     """
     path = Path(path)
     if scheme is not None and scheme not in SCHEMES:
@@ -115,10 +120,13 @@ def read_corpus(
     elif fmt == "conll-words":
         sentences = parse_word_columns(path, lines, labelled)
         scheme = scheme or "bio"
+        iob1 = labelled and (is_iob1(sentences) if iob1 is None else iob1)
+        if iob1:
+            sentences = iob1_to_bio(sentences, path)
     else:
         sentences = _parse_columns(path, lines, weibo=fmt == "weibo", labelled=labelled)
     _nonempty(Corpus(sentences, None, str(path)))
-    corpus = Corpus(sentences, scheme or _detect(sentences), str(path))
+    corpus = Corpus(sentences, scheme or _detect(sentences), str(path), iob1=fmt == "conll-words" and bool(iob1))
     _validate(corpus, strict)
     return corpus
 
@@ -309,7 +317,7 @@ def _jsonl_example(record: dict, kind: str | None, scheme: str, unit: str, path:
     elif kind == "entities":
         if unit != "char":
             raise ZhnerError("entity offsets are character offsets: tagging records are read as characters", path, lineno)
-        spans = [_parse_entity(e, path, lineno) for e in _as_list(record["entities"], path, lineno)]
+        spans = [_parse_entity(e, i, path, lineno) for i, e in enumerate(_as_list(record["entities"], path, lineno))]
         try:
             example = Example(list(text), spans_to_tags(len(text), spans, scheme))
         except ValueError as exc:
@@ -331,15 +339,21 @@ def _as_list(value, path: Path, lineno: int) -> list:
     return value
 
 
-def _parse_entity(entity, path: Path, lineno: int) -> Span:
+def _parse_entity(entity, index: int, path: Path, lineno: int) -> Span:
     if isinstance(entity, dict):
         start, end, label = entity.get("start"), entity.get("end"), entity.get("type")
     elif isinstance(entity, list) and len(entity) == 3:
         start, end, label = entity
     else:
         raise ZhnerError('an entity must be {"start", "end", "type"} or [start, end, type]', path, lineno)
-    if not (isinstance(start, int) and isinstance(end, int) and isinstance(label, str) and label):
-        raise ZhnerError(f"bad entity {entity!r}: start/end must be integers and type a non-empty string", path, lineno)
+    for name, value in (("start", start), ("end", end)):
+        if not isinstance(value, int) or isinstance(value, bool):  # true is an int to Python, not an offset
+            raise ZhnerError(f"entities[{index}].{name}: {value!r} is not an integer", path, lineno)
+    if not isinstance(label, str):
+        raise ZhnerError(f"entities[{index}].type: {label!r} is not a string", path, lineno)
+    problem = type_problem(label)
+    if problem:
+        raise ZhnerError(f"entities[{index}].type: {label!r} {problem}", path, lineno)
     return start, end, label
 
 

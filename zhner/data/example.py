@@ -8,6 +8,7 @@ example lacks says so (e.g. a syntax model without a parser).
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 # Words as CoNLL-2003 (Penn Treebank style) tokenises them, so that raw text gets the tokens an English model saw: a BERT
@@ -57,12 +58,26 @@ class Example:
 
 
 def words_of(text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """English (or any space-separated) text -> its words and their (start, end) offsets in the text."""
+    """English (or any space-separated) text -> its words and their (start, end) offsets in the text. A combining
+    mark (NFD "José") or an invisible format character (a soft hyphen, a zero-width space) belongs to the word it is
+    in, as BERT's tokenizer reads it (it drops format characters and strips accents inside the word)."""
     words, offsets = [], []
-    for m in _WORD.finditer(text):
-        words.append(m.group())
+    for m in _WORD.finditer(_marks_as_letters(text)):
+        words.append(text[m.start() : m.end()])
         offsets.append((m.start(), m.end()))
     return words, offsets
+
+
+def _marks_as_letters(text: str) -> str:
+    """`text` with every combining mark (M*) and format character (Cf) replaced by a letter, so that the word pattern
+    (which knows letters, digits and punctuation) does not split a word at one; same length, so offsets still hold."""
+    if text.isascii():
+        return text
+    return "".join("a" if _joins_words(unicodedata.category(c)) else c for c in text)
+
+
+def _joins_words(category: str) -> bool:
+    return category[0] == "M" or category == "Cf"
 
 
 def example_from_text(text: str, unit: str) -> Example:

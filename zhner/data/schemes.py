@@ -8,7 +8,9 @@ Two decoders, because the corpora contain malformed sequences (orphan I-/M-/E- i
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from zhner.errors import ZhnerError
 
@@ -157,8 +159,74 @@ def all_tags(types: Iterable[str], scheme: str) -> list[str]:
 
 
 def validate_tag(tag: str, scheme: str, where: str, line: int) -> None:
-    """check_tag, raising ZhnerError with the file and line."""
+    """check_tag, and a type a tag file can carry (`type_problem`), raising ZhnerError with the file and line."""
     try:
         check_tag(tag, scheme)
     except ValueError as exc:
         raise ZhnerError(str(exc), where, line) from None
+    problem = type_problem(split_tag(tag)[1]) if tag != "O" else None
+    if problem:
+        raise ZhnerError(f"tag {tag!r}: its type {problem}", where, line)
+
+
+@lru_cache(maxsize=4096)  # a corpus has few types, read once per tag
+def type_problem(label: str) -> str | None:
+    """Why `label` cannot be an entity type, or None: a tag file (CoNLL, BMES) splits its columns at whitespace and
+    shows no control or invisible format character, so a type holding one would not read back as written."""
+    if not label:
+        return "is empty"
+    bad = next((c for c in label if c.isspace() or unicodedata.category(c).startswith("C")), None)
+    if bad is not None:
+        return f"holds U+{ord(bad):04X} ({unicodedata.name(bad, 'a control character')}); a tag file cannot carry it"
+    return None
+
+
+@lru_cache(maxsize=65536)  # called for every token of every prediction; characters repeat
+def is_edge_junk(token: str) -> bool:
+    """Whether an entity may not begin or end on this token: it is whitespace, control or invisible format characters
+    and emoji only. No gold entity of Resume, Weibo, MSRA or CoNLL-2003 begins or ends on one (docs/metrics.md).
+    Other symbols are not junk: MSRA writes the zero of years as U+25CB (二○○八), at the end of entities too."""
+    return all(c.isspace() or unicodedata.category(c)[0] == "C" or _is_emoji(c) for c in token)
+
+
+def _is_emoji(char: str) -> bool:
+    """Pictographs (U+1F000 and up, U+2600-27BF), their variation selectors and the keycap mark."""
+    cp = ord(char)
+    if 0xFE00 <= cp <= 0xFE0F or cp == 0x20E3:
+        return True
+    return unicodedata.category(char) in ("So", "Sk") and (cp >= 0x1F000 or 0x2600 <= cp <= 0x27BF)
+
+
+def _has_word_character(tokens: Sequence[str]) -> bool:
+    return any(unicodedata.category(c)[0] in "LN" for token in tokens for c in token)
+
+
+def trim_spans(tokens: Sequence[str], spans: Iterable[tuple]) -> list[tuple]:
+    """Spans (start, end, type, ...) with the edge tokens that `is_edge_junk` trimmed off; a span left without a letter
+    or a digit (nothing, emoji, punctuation only) is dropped: an entity names something. What follows the type (a
+    score) is kept as it is."""
+    out = []
+    for start, end, *rest in spans:
+        while start < end and is_edge_junk(tokens[start]):
+            start += 1
+        while end > start and is_edge_junk(tokens[end - 1]):
+            end -= 1
+        if _has_word_character(tokens[start:end]):
+            out.append((start, end, *rest))
+    return out
+
+
+def trim_tags(tokens: Sequence[str], tags: Sequence[str], scheme: str) -> list[str]:
+    """`tags` whose strictly decoded entities are trimmed as `trim_spans` trims them, and whose tags on edge tokens
+    outside any entity are O (so no lenient reading starts an entity there); other malformed tags are kept."""
+    spans = tags_to_spans(tags, scheme, strict=True)
+    kept = trim_spans(tokens, spans)
+    out = list(tags)
+    for start, end, _ in spans:
+        out[start:end] = ["O"] * (end - start)
+    for i, token in enumerate(tokens):
+        if out[i] != "O" and is_edge_junk(token):
+            out[i] = "O"
+    for start, end, label in kept:
+        out[start:end] = spans_to_tags(end - start, [(0, end - start, label)], scheme)
+    return out

@@ -5,8 +5,11 @@ whitespace-separated columns >= 2, the same number on every line of a file, a bl
 `-DOCSTART-` lines mark document boundaries; they are no sentence, but they do end the sentence before them.
 
 A file in IOB1 (an entity may begin with I-; B- only separates two adjacent entities of one type, as in the original
-CoNLL-2003 release) is converted to BIO (IOB2) on reading: every I-X that begins an entity becomes B-X. An IOB2 file
-is unchanged by this (the copy in shared/data is IOB2 already). The number of tags converted is logged.
+CoNLL-2003 release) is converted to BIO (IOB2) on reading: every I-X that begins an entity becomes B-X. Whether a file
+is IOB1 is decided once for the whole file (`is_iob1`): in IOB1 most entities begin with I-, in IOB2 every well-formed
+one begins with B-. An IOB2 file is read as it is, so its stray I- tags stay malformed and strict decoding drops them,
+as seqeval's strict mode does (the copy in shared/data is IOB2). A file scored against a gold file is read in the
+gold's encoding, never detected on its own (zhner.evaluate.metrics.file_scorer). The number of tags converted is logged.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ def is_docstart(line: str) -> bool:
 
 
 def parse_word_columns(path: Path, lines: list[str], labelled: bool = True) -> list[Example]:
-    """The sentences of a word-level CoNLL file; tags are normalised from IOB1 to BIO where needed.
+    """The sentences of a word-level CoNLL file, tags as written (see `iob1_to_bio` for an IOB1 file).
 
     Every line of a file must have the number of columns its first line has, so that a shifted or missing column is
     caught at its line rather than silently read as a tag.
@@ -61,7 +64,7 @@ def parse_word_columns(path: Path, lines: list[str], labelled: bool = True) -> l
             tags.append(_checked_tag(fields[-1], path, lineno))
     if words:
         sentences.append(_sentence(words, tags if labelled else None, start))
-    return _iob1_to_bio(sentences, path) if labelled else sentences
+    return sentences
 
 
 def _checked_tag(tag: str, path: Path, lineno: int) -> str:
@@ -80,7 +83,22 @@ def _sentence(words: list[str], tags: list[str] | None, line: int) -> Example:
     return Example(words, tags, spaces=spaces, line=line)
 
 
-def _iob1_to_bio(sentences: list[Example], path: Path) -> list[Example]:
+def is_iob1(sentences: list[Example]) -> bool:
+    """Whether labelled sentences are IOB1: more entities begin with I- (after O or another type) than with B-.
+    In IOB1, B- marks only the second of two adjacent entities of one type; in IOB2 every entity begins with B-, and an
+    I- that begins one is an error (a prediction's, typically), too rare to outnumber the B- tags."""
+    begins_inside = begins = 0
+    for sent in sentences:
+        previous = ""  # the type of the previous tag; "" after O
+        for tag in sent.tags or []:
+            prefix, label = split_tag(tag)
+            begins += prefix == "B"
+            begins_inside += prefix == "I" and label != previous
+            previous = label
+    return begins_inside > begins
+
+
+def iob1_to_bio(sentences: list[Example], path: Path) -> list[Example]:
     """Re-encode IOB1 sentences as BIO: the lenient BIO reading of IOB1 tags gives exactly its entities."""
     out, changed = [], 0
     for sent in sentences:

@@ -327,12 +327,14 @@ def file_scorer(
 
     Both files are read with `read_corpus` (labelled, `fmt` for both, grammar not enforced: malformed
     sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold;
-    pred is read with the same scheme, so a pred tag of another scheme is an error at its line.
+    pred is read with the same scheme, so a pred tag of another scheme is an error at its line. A word-level CoNLL
+    pred is read in the gold's encoding: converted from IOB1 only when the gold file is IOB1, so that a stray I- of
+    a prediction scored against IOB2 gold stays malformed and strict decoding drops it, as seqeval's strict mode does.
     The files must align: same number of sentences, same lengths, same characters (ZhnerError otherwise,
     naming the pred file and line).
     """
     gold = read_corpus(gold_path, fmt=fmt, scheme=scheme, strict=False, labelled=True)
-    pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True)
+    pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True, iob1=gold.iob1)
     _check_aligned(gold, pred)
     scorer = NERScorer(gold.scheme, per_sentence)
     if seen_in is not None:

@@ -62,8 +62,11 @@ def _bert(config: BertSettings) -> BertCharFeatures:
 
 
 def piece_lengths(bert_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """Pieces of each row between [CLS] and [SEP]: [B]."""
-    return (bert_ids != pad_id).sum(1) - 2
+    """Pieces of each row between [CLS] and [SEP]: [B]. Counted up to the row's last non-[PAD] id, its [SEP]: padding
+    only follows [SEP], while a pre-split word "[PAD]" is the [PAD] id inside the row and must stay in it."""
+    positions = torch.arange(bert_ids.shape[1], device=bert_ids.device)  # [P + 2]
+    last = torch.where(bert_ids != pad_id, positions, torch.zeros_like(positions)).amax(1)  # [B]: index of [SEP]
+    return (last - 1).clamp(min=0)
 
 
 def cls_windows(
@@ -75,7 +78,8 @@ def cls_windows(
     B, P = ids.shape[0], ids.shape[1] - 2
     if P <= bert.window:
         inputs = {"local_mask": local_mask} if local_mask is not None else None
-        out = bert.model(input_ids=ids, attention_mask=(ids != bert.pad_id).long(), attention_inputs=inputs).last_hidden_state
+        mask = torch.arange(P + 2, device=ids.device)[None, :] < (lengths[:, None] + 2)  # [B, P + 2]: to each [SEP]
+        out = bert.model(input_ids=ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state
         return out[:, :1], torch.ones(B, 1, device=ids.device)  # [B, 1, H], [B, 1]
     outs, weights = [], []
     for start in range(0, P, bert.window):
