@@ -5,6 +5,7 @@ User errors (bad files, configs, arguments) print one `error: ...` line and exit
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -31,6 +32,7 @@ app.add_typer(data_app, name="data")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
+MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -112,20 +114,13 @@ def sweep(
     overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
 ) -> None:
     """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""
-    import yaml
-
-    from zhner.config import apply_overrides, apply_recipe
+    from zhner.config import apply_overrides, apply_recipe, read_yaml_config
+    from zhner.fileio import check_output_dir
     from zhner.train.runs import sweep as run_sweep
-
-    from zhner.fileio import check_output_dir, reading
 
     path = resolve_config(config)
     check_output_dir(output)
-    try:
-        with reading(path, "a YAML config file"):
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
+    raw = read_yaml_config(path)
     raw = apply_recipe(raw, recipe, str(path))
     result = run_sweep(apply_overrides(raw, set_), output, param, seeds, log=_echo_err, overwrite=overwrite, source=str(path))
     for run in result["runs"]:
@@ -355,7 +350,7 @@ def predict(
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
     memory_mb: Optional[float] = typer.Option(
-        None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
+        None, "--memory-mb", min=1, max=MAX_MEMORY_MB, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
     input_format: str = typer.Option(
@@ -776,6 +771,33 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"  # not Python's two lines with the source line that raised it
 
 
+def _os_error_message(exc: OSError) -> str:
+    """`PATH: strerror` (both paths of a rename or link), or the standard output's error when no file is named."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        paths = _file_name(exc.filename) + ("" if exc.filename2 is None else f" -> {_file_name(exc.filename2)}")
+        return f"{paths}: {reason}"
+    from zhner.fileio import is_write_error
+
+    if is_write_error(exc):  # files are written through zhner.fileio, which names them: this is stdout
+        _silence_stdout()
+        return f"cannot write the standard output: {reason}"
+    return reason
+
+
+def _file_name(name: object) -> str:
+    return os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)  # an fd is an int
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: what is left in its buffer cannot be written, and Python's flush at exit would print
+    a second error about it."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     warnings.formatwarning = _one_line_warning
@@ -783,6 +805,8 @@ def main() -> None:
     usage_errors = _usage_error_types()
     try:
         rc = app(prog_name="zhner", standalone_mode=False)  # returns the code of a typer.Exit in this mode
+        with contextlib.suppress(ValueError):  # ValueError: predict closed it
+            sys.stdout.flush()  # a full disk under stdout is found here, not at exit (where Python prints a traceback)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ZhnerError as exc:
@@ -795,7 +819,11 @@ def main() -> None:
         _echo_err("terminated")
         sys.exit(128 + signal.SIGTERM)
     except BrokenPipeError:
+        _silence_stdout()
         sys.exit(0)
+    except OSError as exc:  # every OS error the library did not name itself: one line, once, here
+        _echo_err(f"error: {_os_error_message(exc)}")
+        sys.exit(2)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
         if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message
             _echo_err(f"error: {_usage_message(exc)}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from zhner.errors import ZhnerError
-from zhner.fileio import model_directory, read_model_mapping, reading, require_mapping
+from zhner.fileio import model_directory, parse_yaml, read_model_mapping, reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -17,7 +17,7 @@ CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.s
 def model_info(directory: str | Path) -> dict:
     """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
     directory = model_directory(directory)
-    config = read_model_mapping(directory / CONFIG, yaml.safe_load, (yaml.YAMLError,))
+    config = read_model_mapping(directory / CONFIG, parse_yaml, (yaml.YAMLError,))
     vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
     has_metrics = (directory / METRICS).exists()
     metrics = read_model_mapping(directory / METRICS, json.loads, (ValueError,)) if has_metrics else {}
