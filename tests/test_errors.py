@@ -174,3 +174,82 @@ def test_yaml_merge_keys_may_still_override():
     from zhner.fileio import parse_yaml
 
     assert parse_yaml("base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  x: 3\n")["derived"] == {"x": 3, "y": 2}
+
+
+def test_health_answers_head_and_an_unfittable_request_is_413():
+    """HEAD /health was 405; a request of more texts than the queue can ever hold (--max-pending-texts) was 503
+    "busy", which tells a client to retry what can never succeed."""
+    import httpx
+
+    from test_serve import live_server
+    from zhner.serve.app import Limits, create_app
+    from zhner.tagger import Tagger, default_model_dir
+
+    limits = Limits(max_texts=20, max_pending_texts=10, batch_wait_ms=1)
+    with live_server(create_app(Tagger.load(default_model_dir()), limits)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        head = client.head("/health")
+        assert head.status_code == 200 and head.content == b""
+        res = client.post("/v1/ner", json={"texts": ["张三"] * 11})
+        assert res.status_code == 413 and res.json()["field"] == "texts" and "never fit" in res.json()["error"]
+        assert client.post("/v1/ner", json={"texts": ["张三"] * 10}).status_code == 200
+
+
+# -- issue 33, "Smaller" -----------------------------------------------------------------------------------------------
+def test_saved_weights_follow_the_umask(tmp_path):
+    """model.safetensors was 0600 whatever the umask (safetensors creates it so); the other files were 0644."""
+    from zhner.tagger import Tagger, default_model_dir
+
+    tagger = Tagger.load(default_model_dir())
+    old = os.umask(0o022)
+    try:
+        tagger.save(tmp_path / "m")
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "m").iterdir()}
+    assert set(modes.values()) == {oct(0o644)}, modes
+
+
+@pytest.mark.parametrize(
+    "args", [["info", ""], ["predict", "-m", "", "--text", "张三"], ["evaluate", "", "resume"], ["export", ""]]
+)
+def test_an_empty_model_path_is_an_error(tmp_path, args):
+    """'' was the current directory: in a model directory, `info ''` and `predict -m ''` loaded it."""
+    from zhner.tagger import default_model_dir
+
+    shutil.copytree(default_model_dir(), tmp_path / "m")
+    assert_clean_error(zhner(*args, cwd=tmp_path / "m"), "no model directory given")
+
+
+def test_a_split_with_two_files_names_both(tmp_path):
+    from zhner.data.registry import detect_split_files
+    from zhner.errors import ZhnerError
+
+    for name in ("train.char.bmes", "train.bmes", "test.bmes"):
+        (tmp_path / name).write_text("张 B-PER\n三 E-PER\n\n", encoding="utf-8")
+    with pytest.raises(ZhnerError, match=r"several train files \(train.bmes, train.char.bmes\)"):
+        detect_split_files(tmp_path)
+    (tmp_path / "train.bmes").unlink()
+    assert {k: p.name for k, p in detect_split_files(tmp_path).items()} == {"train": "train.char.bmes", "test": "test.bmes"}
+
+
+def test_confidence_needs_jsonl(tmp_path):
+    """--format conll --confidence wrote CoNLL without the scores, silently."""
+    out = tmp_path / "out.conll"
+    assert_clean_error(zhner("predict", "--format", "conll", "--confidence", "--text", "张三", "-o", out), "--confidence", "jsonl")
+    assert not out.exists()
+
+
+def test_info_on_truncated_weights_does_not_say_completed(tmp_path):
+    from zhner.info import model_info
+    from zhner.tagger import default_model_dir
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_dir(), model)
+    assert model_info(model)["status"] == "completed"
+    weights = model / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    info = model_info(model)
+    assert info["status"].startswith("unusable: model.safetensors is truncated") and info["parameters"] is None
+    weights.unlink()
+    assert model_info(model)["status"] == "unusable: model.safetensors is missing"

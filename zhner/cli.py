@@ -292,7 +292,7 @@ SEEN_IN_HELP = (
 
 @app.command()
 def evaluate(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
@@ -345,7 +345,7 @@ def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
 @app.command()
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
@@ -359,7 +359,7 @@ def predict(
     ),
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
-    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (jsonl)"),
+    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (--format jsonl only)"),
     nbest: int = typer.Option(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
@@ -374,6 +374,8 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if confidence and fmt != "jsonl":  # it was dropped without a word
+        raise ZhnerError("--confidence needs --format jsonl (conll has no place for a score)")
     if nbest and fmt != "jsonl":
         raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
     if input_format not in ("auto", "text", "jsonl"):
@@ -397,7 +399,7 @@ def predict(
 
 @app.command("export")
 def export_model(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
     check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
 ) -> None:
@@ -411,6 +413,7 @@ def export_model(
         import onnxscript  # noqa: F401
     except ImportError:
         raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
+    model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
     path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
     if check:
@@ -430,7 +433,7 @@ def _device(name: str):
 
 @app.command()
 def info(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""
@@ -448,10 +451,13 @@ def info(
         typer.echo(f"{key:18s} {value if value is not None else '-'}")
 
 
-def resolve_model_dir(model_dir: Path | None) -> Path:
-    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one."""
+def resolve_model_dir(model_dir: str | Path | None) -> Path:
+    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one.
+    `-m ''` is an error (as a Path it would be the current directory)."""
     if model_dir is not None:
-        return model_dir
+        if str(model_dir).strip() == "":
+            raise ZhnerError("no model directory given (an empty path)")
+        return Path(model_dir)
     from zhner.tagger import default_model_dir
 
     shipped = default_model_dir()
@@ -462,7 +468,7 @@ def resolve_model_dir(model_dir: Path | None) -> Path:
 
 @app.command()
 def serve(
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535),
     max_body_bytes: int = typer.Option(1_048_576, min=1, help="largest request body (413 above)"),

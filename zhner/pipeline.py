@@ -28,7 +28,7 @@ from zhner.data.corpus import Corpus
 from zhner.data.example import Example, example_from_text
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import atomic_write_text, model_directory, parse_yaml, read_model_mapping
+from zhner.fileio import atomic_write_text, current_umask, model_directory, parse_yaml, read_model_mapping
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -189,6 +189,7 @@ class Pipeline:
         partial = directory / f".{WEIGHTS}.partial"
         try:
             save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(partial))
+            os.chmod(partial, 0o666 & ~current_umask())  # safetensors creates it 0600; the umask decides, as for the rest
             partial.replace(directory / WEIGHTS)
         finally:
             partial.unlink(missing_ok=True)

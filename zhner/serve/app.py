@@ -234,6 +234,10 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits, schema:
         raise RequestError(422, first["msg"], _field_name(first["loc"])) from None
     if request.texts is not None and len(request.texts) > limits.max_texts:
         raise RequestError(413, f"{len(request.texts)} texts is over the limit of {limits.max_texts}", "texts")
+    if request.texts is not None and len(request.texts) > limits.max_pending_texts:  # 503 would say "retry": it never fits
+        raise RequestError(
+            413, f"{len(request.texts)} texts can never fit the queue of {limits.max_pending_texts} (max_pending_texts)", "texts"
+        )
     for field, text in _named_texts(request):
         _check_text(text, field, limits)
     return request
@@ -393,7 +397,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         records = [tagger.record(t, p) for t, p in zip(texts, predictions)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
-    @app.get("/health", response_model=Health)
+    @app.api_route("/health", methods=["GET", "HEAD"], response_model=Health)  # HEAD: load balancers' probes
     async def health() -> dict:
         """Liveness and what is being served."""
         return {
