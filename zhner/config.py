@@ -212,9 +212,7 @@ def read_yaml_config(path: Path) -> object:
     """A YAML config file parsed (not validated); every way it can be unreadable or invalid YAML, a key given twice
     included, is an error naming the file (and the line)."""
     try:
-        return parse_yaml(read_small_text(path)) or {}
-    except FileNotFoundError:
-        raise ZhnerError("no such config file", path) from None
+        return parse_yaml(read_small_text(path, missing="no such config file")) or {}
     except UnicodeDecodeError:
         raise ZhnerError("not valid UTF-8", path) from None
     except yaml.YAMLError as exc:

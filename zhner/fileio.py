@@ -106,10 +106,10 @@ def _probe_writable_dir(path: Path) -> None:
 MAX_CONFIG_BYTES = 2**20  # a YAML config or model-directory file over 1 MiB is no config (/dev/zero): refused, not read
 
 
-def read_small_text(path: str | Path, expected: str = "a YAML config file") -> str:
+def read_small_text(path: str | Path, expected: str = "a YAML config file", missing: str = "no such file") -> str:
     """A UTF-8 text file of at most MAX_CONFIG_BYTES; a larger one is an error naming it, read no further.
     UnicodeDecodeError is left to the caller, which names the format it expected."""
-    with reading(path, expected):
+    with reading(path, expected, missing):
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:

@@ -397,7 +397,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         records = [tagger.record(t, p) for t, p in zip(texts, predictions)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
-    @app.api_route("/health", methods=["GET", "HEAD"], response_model=Health)  # HEAD: load balancers' probes
+    @app.get("/health", response_model=Health)
     async def health() -> dict:
         """Liveness and what is being served."""
         return {
@@ -412,6 +412,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "pending_texts": batcher.pending_texts,
             "limits": limits,
         }
+
+    # load balancers probe with HEAD (405 before); the body is left out by the server, the headers are GET's
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/v1/labels", response_model=Labels)
     async def get_labels() -> dict:
