@@ -5,6 +5,7 @@ User errors (bad files, configs, arguments) print one `error: ...` line and exit
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ app.add_typer(data_app, name="data")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
 MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
+MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -143,24 +145,16 @@ def sweep(
     overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
 ) -> None:
     """Train one run per value of a parameter (the ATSSA paper's Figures 6-7); running it again resumes."""
-    import yaml
-
-    from zhner.config import apply_overrides, apply_recipe
-    from zhner.train.runs import sweep as run_sweep
-
-    from zhner.fileio import check_output_dir, reading
+    from zhner.config import apply_overrides, apply_recipe, read_yaml_config
+    from zhner.fileio import check_output_dir
     from zhner.train.rundir import output_path
+    from zhner.train.runs import sweep as run_sweep
 
     output = output_path(output)  # typer would read '' as '.'
     path = resolve_config(config)
     check_output_dir(output)
-    try:
-        with reading(path, "a YAML config file"):
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"invalid config ({type(exc).__name__})", path) from None
-    raw = apply_overrides(apply_recipe(raw, recipe, str(path)), set_)
-    threads = raw["train"].get("threads", 1) if isinstance(raw.get("train"), dict) else 1
+    raw = apply_overrides(apply_recipe(read_yaml_config(path), recipe, str(path)), set_)
+    threads = raw["train"].get("threads", 1) if isinstance(raw, dict) and isinstance(raw.get("train"), dict) else 1
     _set_threads(threads if isinstance(threads, int) and threads >= 1 else 1)  # a bad value: the config check reports it
     result = run_sweep(raw, output, param, seeds, overwrite=overwrite, source=str(path))
     for run in result["runs"]:
@@ -350,7 +344,7 @@ SEEN_IN_HELP = (
 
 @app.command()
 def evaluate(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
@@ -415,12 +409,12 @@ def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
 @app.command()
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
     memory_mb: Optional[float] = typer.Option(
-        None, "--memory-mb", min=1, help="memory budget of one model call (default 1024); longer lines are cut at "
+        None, "--memory-mb", min=1, max=MAX_MEMORY_MB, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
     input_format: str = typer.Option(
@@ -434,7 +428,7 @@ def predict(
     ),
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
-    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (jsonl)"),
+    confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (--format jsonl only)"),
     nbest: int = typer.Option(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
@@ -454,6 +448,8 @@ def predict(
 
     if fmt not in ("jsonl", "conll"):
         raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
+    if confidence and fmt != "jsonl":  # it was dropped without a word
+        raise ZhnerError("--confidence needs --format jsonl (conll has no place for a score)")
     if nbest and fmt != "jsonl":
         raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
     if input_format not in ("auto", "text", "jsonl"):
@@ -523,7 +519,7 @@ def _predict_on_ray(
 
 @app.command("export")
 def export_model(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
     check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
 ) -> None:
@@ -537,6 +533,7 @@ def export_model(
         import onnxscript  # noqa: F401
     except ImportError:
         raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
+    model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
     path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
     if check:
@@ -561,7 +558,7 @@ def _device(name: str):
 
 @app.command()
 def info(
-    model_dir: Path = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""
@@ -582,10 +579,13 @@ def info(
         typer.echo(f"{names.get(key, key):18s} {value if value is not None else '-'}")
 
 
-def resolve_model_dir(model_dir: Path | None) -> Path:
-    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one."""
+def resolve_model_dir(model_dir: str | Path | None) -> Path:
+    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one.
+    `-m ''` is an error (as a Path it would be the current directory)."""
     if model_dir is not None:
-        return model_dir
+        if str(model_dir).strip() == "":
+            raise ZhnerError("no model directory given (an empty path)")
+        return Path(model_dir)
     from zhner.tagger import default_model_dir
 
     shipped = default_model_dir()
@@ -596,7 +596,7 @@ def resolve_model_dir(model_dir: Path | None) -> Path:
 
 @app.command()
 def serve(
-    model_dir: Optional[Path] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535),
     max_body_bytes: int = typer.Option(1_048_576, min=1, help="largest request body (413 above)"),
@@ -938,6 +938,33 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"  # not Python's two lines with the source line that raised it
 
 
+def _os_error_message(exc: OSError) -> str:
+    """`PATH: strerror` (both paths of a rename or link), or the standard output's error when no file is named."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        paths = _file_name(exc.filename) + ("" if exc.filename2 is None else f" -> {_file_name(exc.filename2)}")
+        return f"{paths}: {reason}"
+    from zhner.fileio import is_write_error
+
+    if is_write_error(exc):  # files are written through zhner.fileio, which names them: this is stdout
+        _silence_stdout()
+        return f"cannot write the standard output: {reason}"
+    return reason
+
+
+def _file_name(name: object) -> str:
+    return os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)  # an fd is an int
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: what is left in its buffer cannot be written, and Python's flush at exit would print
+    a second error about it."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     warnings.formatwarning = _one_line_warning
@@ -945,6 +972,8 @@ def main() -> None:
     usage_errors = _usage_error_types()
     try:
         rc = app(prog_name="zhner", standalone_mode=False)  # returns the code of a typer.Exit in this mode
+        with contextlib.suppress(ValueError):  # ValueError: predict closed it
+            sys.stdout.flush()  # a full disk under stdout is found here, not at exit (where Python prints a traceback)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ZhnerError as exc:
@@ -957,7 +986,11 @@ def main() -> None:
         _echo_err("terminated")
         sys.exit(128 + signal.SIGTERM)
     except BrokenPipeError:
+        _silence_stdout()
         sys.exit(0)
+    except OSError as exc:  # every OS error the library did not name itself: one line, once, here
+        _echo_err(f"error: {_os_error_message(exc)}")
+        sys.exit(2)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
         if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message
             _echo_err(f"error: {_usage_message(exc)}")

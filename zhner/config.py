@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zhner.errors import ZhnerError
+from zhner.fileio import parse_yaml, read_small_text
 from zhner.models import MODELS
 
 _TYPE_NAME = re.compile(r"[A-Za-z0-9_.]+")
@@ -207,22 +208,22 @@ def apply_recipe(raw: dict, recipe: str | None, source: str) -> dict:
     return raw
 
 
-def load_config(path: str | Path, overrides: list[str] = (), recipe: str | None = None) -> Config:
-    """Read a YAML config; then the named recipe (if any), then `overrides` (KEY=VALUE, as `--set`), are applied."""
-    path = Path(path)
+def read_yaml_config(path: Path) -> object:
+    """A YAML config file parsed (not validated); every way it can be unreadable or invalid YAML, a key given twice
+    included, is an error naming the file (and the line)."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ZhnerError("no such config file", path) from None
-    except IsADirectoryError:
-        raise ZhnerError("is a directory, expected a YAML config file", path) from None
-    except OSError as exc:
-        raise ZhnerError(f"cannot read: {exc.strerror}", path) from None
+        return parse_yaml(read_small_text(path, missing="no such config file")) or {}
     except UnicodeDecodeError:
         raise ZhnerError("not valid UTF-8", path) from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise ZhnerError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path, None if line is None else line + 1) from None
+
+
+def load_config(path: str | Path, overrides: list[str] = (), recipe: str | None = None) -> Config:
+    """Read a YAML config; then the named recipe (if any), then `overrides` (KEY=VALUE, as `--set`), are applied."""
+    path = Path(path)
+    raw = read_yaml_config(path)
     raw = apply_recipe(raw, recipe, str(path))
     return config_from_dict(apply_overrides(raw, list(overrides)), str(path))
 

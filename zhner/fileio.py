@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import os
 import stat
@@ -116,9 +118,20 @@ def staged_file(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
             yield handle, tmp
             handle.flush()
             os.fsync(handle.fileno())
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if is_write_error(exc):  # a full disk: the error of the file being written, not of the command
+            raise ZhnerError(f"cannot write: {exc.strerror}", path) from None
         raise
+
+
+# errno values of a write that the disk refused (full, over a quota or a size limit, failing)
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def is_write_error(exc: BaseException) -> bool:
+    """An OSError of writing an open file (no file name attached: the OS names none when a write fails)."""
+    return isinstance(exc, OSError) and exc.filename is None and exc.errno in WRITE_ERRNOS
 
 
 def check_output_file(path: str | Path) -> None:
@@ -131,13 +144,78 @@ def check_output_file(path: str | Path) -> None:
 
 
 def check_output_dir(path: str | Path) -> None:
-    """A directory to create or fill: refuse a path naming an existing file (or under one) before any work starts."""
+    """A directory to create or fill: refuse a path naming an existing file (or under one), a dangling symbolic link,
+    or a place the OS will not let us write (read-only, /proc, a name too long), before any work starts."""
     path = Path(path)
-    for p in (path, *path.parents):
-        if p.exists():
+    with writing(path):
+        for p in (path, *path.parents):
+            if p.is_symlink() and not p.exists():
+                raise ZhnerError(f"a symbolic link to {os.readlink(p)}, which does not exist", p)
+            if p.exists():
+                if not p.is_dir():
+                    raise ZhnerError("exists and is not a directory; name a directory for the run", p)
+                break
+        _probe_writable_dir(path)
+
+
+def _probe_writable_dir(path: Path) -> None:
+    """Create `path` (and its missing parents) and a file in it, then remove what was created: the OS's refusal is
+    found now, and a run that fails later (a bad corpus) leaves nothing behind."""
+    created = []
+    try:
+        for p in reversed((path, *path.parents)):
             if not p.is_dir():
-                raise ZhnerError("exists and is not a directory; name a directory for the run", p)
-            return
+                p.mkdir()
+                created.append(p)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    finally:
+        for p in reversed(created):
+            with contextlib.suppress(OSError):
+                p.rmdir()
+
+
+MAX_CONFIG_BYTES = 2**20  # a YAML config or model-directory file over 1 MiB is no config (/dev/zero): refused, not read
+
+
+def read_small_text(path: str | Path, expected: str = "a YAML config file", missing: str = "no such file") -> str:
+    """A UTF-8 text file of at most MAX_CONFIG_BYTES; a larger one is an error naming it, read no further.
+    UnicodeDecodeError is left to the caller, which names the format it expected."""
+    with reading(path, expected, missing):
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ZhnerError(f"larger than {MAX_CONFIG_BYTES:,} bytes (zhner's limit), expected {expected}", path)
+    return raw.decode("utf-8")
+
+
+def parse_yaml(text: str) -> object:
+    """yaml.safe_load, except that a key given twice in one mapping is a yaml error at its line (PyYAML keeps the last
+    silently: a second `model:` section would replace the first)."""
+    import yaml
+
+    return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+
+
+@functools.cache
+def _unique_key_loader() -> type:
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may override keys: that is its purpose
+                    continue
+                key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -197,11 +275,24 @@ def require_mapping(value: object, path: str | Path, field: str | None = None) -
     raise ZhnerError(f"{field + ': ' if field else ''}expected a mapping, found {found}", path)
 
 
+MAX_LINE_BYTES = 16 * 2**20  # the longest line zhner reads (16 MiB): /dev/zero or a file without newlines is an error
+
+
+def bounded_lines(stream: IO[bytes], name: str | Path) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, raw line with its newline) of a binary stream; a line over MAX_LINE_BYTES is an error
+    naming it, read no further, so memory stays bounded whatever the stream holds."""
+    for n, raw in enumerate(iter(lambda: stream.readline(MAX_LINE_BYTES + 1), b""), 1):
+        if len(raw) > MAX_LINE_BYTES:
+            raise ZhnerError(f"a line longer than {MAX_LINE_BYTES:,} bytes (zhner's limit): not a text file?", name, n)
+        yield n, raw
+
+
 def utf8_lines(path: str | Path, expected: str = "a text file") -> Iterator[tuple[int, str]]:
-    """(line number from 1, line) of a UTF-8 text file; a line that is not UTF-8 is an error naming it."""
+    """(line number from 1, line) of a UTF-8 text file; a line that is not UTF-8 (or over MAX_LINE_BYTES) is an error
+    naming it."""
     with reading(path, expected):
         with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
+            for n, raw in bounded_lines(f, path):
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import yaml
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
-from zhner.fileio import model_directory, read_model_mapping, reading, require_mapping
+from zhner.fileio import model_directory, parse_yaml, read_model_mapping, reading, require_mapping
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -18,7 +19,7 @@ CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.s
 def model_info(directory: str | Path) -> dict:
     """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
     directory = model_directory(directory)
-    config = read_model_mapping(directory / CONFIG, yaml.safe_load, (yaml.YAMLError,))
+    config = read_model_mapping(directory / CONFIG, parse_yaml, (yaml.YAMLError,))
     vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
     has_metrics = (directory / METRICS).exists()
     metrics = read_model_mapping(directory / METRICS, json.loads, (ValueError,)) if has_metrics else {}
@@ -35,6 +36,7 @@ def model_info(directory: str | Path) -> dict:
         raise ZhnerError("the character vocabulary: expected a list", directory / VOCAB)
     lexicon = directory / LEXICON
     corpora = trained_on(data)
+    parameters, problem = _weights(directory / WEIGHTS)
     return {
         "model": model.get("name"),
         "dataset": " + ".join(map(str, corpora)) or None,
@@ -44,10 +46,10 @@ def model_info(directory: str | Path) -> dict:
         "dev": _headline(metrics.get("dev")),
         "test": _headline(metrics.get("test")),  # a union model's: the union of its corpora's test sets
         "test_per_corpus": test_scores_by_corpus(metrics, corpora),
-        "status": metrics.get("status"),
+        "status": f"unusable: {WEIGHTS} {problem}" if problem else metrics.get("status"),
         "best_epoch": metrics.get("best_epoch"),
         "seed": metrics.get("seed"),
-        "parameters": _parameters(directory / WEIGHTS),
+        "parameters": parameters,
         "size_bytes": sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()),
         "chars": len(chars or []),
         "lexicon_words": _count_lines(lexicon) if lexicon.exists() else None,
@@ -78,31 +80,37 @@ def _headline(result: dict | None) -> dict | None:
     }
 
 
-def _parameters(path: Path) -> int | None:
-    """The number of weights, from the safetensors header (8-byte length, then JSON {name: {shape, ...}}); None when
-    the file is missing or its header is not one (the weights themselves are checked when the model loads)."""
+def _weights(path: Path) -> tuple[int | None, str | None]:
+    """(the number of weights, None) from the safetensors header (8-byte length, then JSON {name: {shape, data_offsets},
+    ...}), or (None, what is wrong) when the file is missing, its header is not one, or its data is shorter than the
+    header says (a truncated copy): the model would not load, whatever metrics.json says."""
     try:
         with open(path, "rb") as fh:
             (size,) = struct.unpack("<Q", fh.read(8))
-            if size > path.stat().st_size - 8:  # a random length would ask for an allocation of that size
-                return None
+            file_size = path.stat().st_size
+            if size > file_size - 8:  # a random length would ask for an allocation of that size
+                return None, "is truncated or corrupt (no complete header)"
             header = json.loads(fh.read(size))
+    except FileNotFoundError:
+        return None, "is missing"
     except (OSError, struct.error, ValueError):
-        return None
+        return None, "is corrupt (no readable header)"
     if not isinstance(header, dict):
-        return None
-    total = 0
+        return None, "is corrupt (no readable header)"
+    total, data_end = 0, 0
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
         if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-            return None
-        count = 1
-        for dim in shape:
-            count *= dim
-        total += count
-    return total
+            return None, "is corrupt (a tensor without a shape)"
+        if isinstance(offsets, list) and len(offsets) == 2 and isinstance(offsets[1], int):
+            data_end = max(data_end, offsets[1])
+        total += math.prod(shape)
+    if 8 + size + data_end > file_size:
+        return None, f"is truncated ({file_size:,} bytes of {8 + size + data_end:,})"
+    return total, None
 
 
 def _count_lines(path: Path) -> int:

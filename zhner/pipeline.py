@@ -11,6 +11,7 @@ zhner.tagger.Tagger and zhner.classifier.Classifier; this class holds what they 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
+from torch.overrides import TorchFunctionMode
 
 from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
@@ -28,7 +30,7 @@ from zhner.data.example import Example, example_from_text
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import model_directory, read_model_mapping, replace_together, replacing
+from zhner.fileio import model_directory, parse_yaml, read_model_mapping, replace_together, replacing
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -49,8 +51,68 @@ def configured(config: Config, featurizer: Featurizer) -> Config:
     return config.model_copy(update={"model": config.model.model_copy(update=update)})
 
 
-def build_model(config: Config, featurizer: Featurizer) -> torch.nn.Module:
-    """The model of a config whose labels and sizes are set (see `configured`), checked against the task."""
+class _ModelTooLarge(Exception):
+    def __init__(self, needed: int):
+        self.needed = needed
+
+
+class _WeightBudget(TorchFunctionMode):
+    """Adds up the bytes of the tensors created while a model is built, and stops before an allocation that would pass
+    `limit`: a config asking for a model larger than the machine fails at once, before the allocator or the kernel's
+    OOM killer."""
+
+    SIZED = (torch.empty, torch.zeros, torch.ones, torch.rand, torch.randn, torch.full)  # size known before the call
+    OTHERS = (torch.tensor, torch.arange, torch.eye, torch.randint, torch.linspace, torch.as_tensor)
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.total = limit, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SIZED:
+            self._add(_requested_bytes(func, args, kwargs))
+        result = func(*args, **kwargs)
+        if func in self.OTHERS and isinstance(result, torch.Tensor):
+            self._add(result.numel() * result.element_size())
+        return result
+
+    def _add(self, size: int) -> None:
+        self.total += size
+        if self.total > self.limit:
+            raise _ModelTooLarge(self.total)
+
+
+def _requested_bytes(func, args: tuple, kwargs: dict) -> int:
+    """The bytes `torch.empty(*size)`, `torch.full(size, value)` and the like are about to allocate."""
+    if "size" in kwargs:
+        size = kwargs["size"]
+    elif func is torch.full or (len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size))):
+        size = args[0]
+    else:
+        size = args
+    count = 1
+    for dim in size:
+        count *= int(dim)
+    return count * (kwargs.get("dtype") or torch.get_default_dtype()).itemsize
+
+
+def weight_budget() -> int | None:
+    """The most bytes of weights a model may ask for: half the machine's memory (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:,.1f} GB"
+
+
+def build_model(config: Config, featurizer: Featurizer, source: str | Path = "config") -> torch.nn.Module:
+    """The model of a config whose labels and sizes are set (see `configured`), checked against the task. A model
+    whose weights would take more than `weight_budget()` is an error naming `source` and the size, before it is
+    allocated."""
     _, model_class = MODELS[config.model.name]
     kind = model_class.task_kind
     if featurizer.task is not None and featurizer.task.kind != kind:
@@ -59,7 +121,17 @@ def build_model(config: Config, featurizer: Featurizer) -> torch.nn.Module:
             f" (use {'bert_classifier or tener_classifier' if featurizer.task.kind == 'classification' else 'a tagger'})",
             "config",
         )
-    return model_class(config.model)
+    limit = weight_budget()
+    if limit is None:
+        return model_class(config.model)
+    try:
+        with _WeightBudget(limit):
+            return model_class(config.model)
+    except _ModelTooLarge as exc:
+        raise ZhnerError(
+            f"model: its sizes ask for at least {_gigabytes(exc.needed)} of weights, more than half of this machine's "
+            f"memory ({_gigabytes(2 * limit)}); lower model.heads, head_dim, layers or the dimensions", source
+        ) from None
 
 
 def run_in_batches(
@@ -177,7 +249,7 @@ class Pipeline:
         try:
             featurizer = Featurizer.from_dict(vocab, lexicon, task)
             config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
-            model = build_model(config, featurizer)
+            model = build_model(config, featurizer, directory / CONFIG)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
         try:
@@ -290,7 +362,7 @@ def check_positive(name: str, value: object, kind: type = int) -> None:
 
 
 def read_yaml(path: Path) -> dict:
-    return read_model_mapping(path, lambda text: yaml.safe_load(text) or {}, (yaml.YAMLError,))
+    return read_model_mapping(path, lambda text: parse_yaml(text) or {}, (yaml.YAMLError,))
 
 
 def read_json(path: Path) -> dict:

@@ -39,7 +39,7 @@ from zhner.data.schemes import (
 )
 from zhner.data.wordconll import DOCSTART, iob1_to_bio, is_iob1, parse_word_columns
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open, json_value, reading
+from zhner.fileio import atomic_open, bounded_lines, json_value, reading
 
 FORMATS = ("auto", "conll", "weibo", "conll-words", "jsonl", "tsv", "cola")
 CLASSIFICATION_FORMATS = ("tsv", "cola")
@@ -138,18 +138,25 @@ def _nonempty(corpus: Corpus) -> Corpus:
 
 
 def _read_lines(path: Path) -> list[str]:
+    """The file's lines as `text.split("\n")` gives them; read line by line, so that a line over MAX_LINE_BYTES
+    (/dev/zero) is an error naming it, not unbounded memory."""
+    lines: list[str] = []
+    raw = b""
     with reading(path, "a corpus file"):
-        raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ZhnerError(f"not valid UTF-8 (byte {raw[exc.start]:#04x}); convert the file to UTF-8", path, line) from None
-    if not text.strip():
+        with open(path, "rb") as stream:
+            for lineno, raw in bounded_lines(stream, path):
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    lines.append(raw.decode("utf-8").removesuffix("\n"))
+                except UnicodeDecodeError as exc:
+                    bad = f"byte {raw[exc.start]:#04x}"
+                    raise ZhnerError(f"not valid UTF-8 ({bad}); convert the file to UTF-8", path, lineno) from None
+    if raw.endswith(b"\n") or not lines:
+        lines.append("")
+    if not any(line.strip() for line in lines):
         raise ZhnerError("the file is empty", path)
-    return text.split("\n")
+    return lines
 
 
 def _detect_format(path: Path, lines: list[str]) -> str:

@@ -205,7 +205,8 @@ def _read_registered(info: DatasetInfo, split: str, data_dir: str | Path | None,
     return corpus
 
 
-# Split aliases, and file-name patterns tried in order (`{}` = the alias); the first pattern that matches wins.
+# Split aliases, and the file-name patterns of a split's file (`{}` = the alias); a split matched by two files, by one
+# pattern or by two (train.char.bmes and train.bmes), is an error naming them.
 _SPLIT_ALIASES = {"train": ("train", "train_dev"), "dev": ("dev", "valid", "val", "development"), "test": ("test",)}
 _PATTERNS = (
     "{}.char.bmes",
@@ -229,15 +230,13 @@ def detect_split_files(folder: str | Path) -> dict[str, Path]:
     folder = Path(folder)
     found: dict[str, Path] = {}
     for split, aliases in _SPLIT_ALIASES.items():
-        for pattern in _PATTERNS:
-            hits = {p for alias in aliases for p in folder.glob(pattern.format(alias))}
-            matches = sorted(p for p in hits if p.is_file() and not p.name.startswith("."))
-            if len(matches) > 1:
-                names = ", ".join(p.name for p in matches)
-                raise ZhnerError(f"several {split} files ({names}); keep one, or pass each file explicitly", folder)
-            if matches:
-                found[split] = matches[0]
-                break
+        hits = {p for pattern in _PATTERNS for alias in aliases for p in folder.glob(pattern.format(alias))}
+        matches = sorted(p for p in hits if p.is_file() and not p.name.startswith("."))
+        if len(matches) > 1:
+            names = ", ".join(p.name for p in matches)
+            raise ZhnerError(f"several {split} files ({names}); keep one, or pass each file explicitly", folder)
+        if matches:
+            found[split] = matches[0]
     missing = [s for s in ("train", "test") if s not in found]
     if missing:
         raise ZhnerError(

@@ -242,6 +242,10 @@ def parse_request(body: bytes, content_type: str | None, limits: Limits, schema:
         raise RequestError(422, first["msg"], _field_name(first["loc"])) from None
     if request.texts is not None and len(request.texts) > limits.max_texts:
         raise RequestError(413, f"{len(request.texts)} texts is over the limit of {limits.max_texts}", "texts")
+    if request.texts is not None and len(request.texts) > limits.max_pending_texts:  # 503 would say "retry": it never fits
+        raise RequestError(
+            413, f"{len(request.texts)} texts can never fit the queue of {limits.max_pending_texts} (max_pending_texts)", "texts"
+        )
     for field, text in _named_texts(request):
         _check_text(text, field, limits)
     return request
@@ -420,6 +424,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
             "pending_texts": batcher.pending_texts,
             "limits": limits,
         }
+
+    # load balancers probe with HEAD (405 before); the body is left out by the server, the headers are GET's
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/v1/labels", response_model=Labels)
     async def get_labels() -> dict:

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from zhner.data.corpus import conll_token, text_record
 from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open
+from zhner.fileio import atomic_open, bounded_lines
 
 CHUNK_LINES = 512  # lines tagged together: sorted by length inside a chunk, so batches carry little padding
 CHUNK_CHARS = 200_000  # ... and at most this many characters, so a chunk of long documents stays small too
@@ -38,8 +38,8 @@ def _lines(source: str) -> Iterator[tuple[int, str | BadRecord]]:
             raise ZhnerError(f"cannot open: {exc.strerror}", source) from None
         name = source
     try:
-        # readline, not iteration: on a terminal each line is answered as it is typed
-        for lineno, raw in enumerate(iter(stream.readline, b""), start=1):
+        # readline (in bounded_lines), not iteration: on a terminal each line is answered as it is typed
+        for lineno, raw in bounded_lines(stream, name):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
