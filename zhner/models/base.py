@@ -94,6 +94,10 @@ class CharInputConfig(BaseModelConfig):
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
+    # a SentencePiece BERT (bert: e5-small): a character is read as its bare piece or its word-start piece ("▁中") first,
+    # and the vocabulary is pruned to the pieces the data, the lexicon and common Chinese characters can meet
+    e5_piece: Literal["bare", "marked"] = "bare"
+    bert_prune: bool = True
 
 
 class ModelConfig(CharInputConfig, TaggerConfig):

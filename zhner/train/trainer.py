@@ -16,7 +16,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +40,10 @@ from zhner.lexicon.pretrain import merge_vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, parse_report
 from zhner.models.inputs import Featurizer, fields_for
+from zhner.data.sentencepiece import char_piece, common_chinese_chars
+from zhner.models.fields import word_tokenizer
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
+from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
@@ -62,6 +65,7 @@ class Run:
     featurizer: Featurizer
     tagger: Pipeline  # a Tagger or a Classifier, as the task
     parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
+    unk_pieces: dict[str, list[int]] | None = None  # BERT input: [UNK] pieces and all pieces per split
 
 
 def seed_everything(seed: int) -> None:
@@ -114,6 +118,8 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
+    if bert is not None and bert.scores is not None and getattr(config.model, "bert_prune", True):
+        bert = _prune_bert(bert, splits, lexicon, token_unit(splits["train"]), getattr(config.model, "e5_piece", "bare"), log)
     if bert is not None:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
     english = None
@@ -145,6 +151,9 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         english_vocab=english.vocab if english is not None else None,
         english_lowercase=getattr(config.model, "english_lowercase", True),
         translator=getattr(config.model, "translator", None),
+        bert_scores=bert.scores if bert is not None else None,
+        bert_form=getattr(config.model, "e5_piece", "bare"),
+        english_scores=english.scores if english is not None else None,
     )
     if source is not None:
         extend_vocabularies(featurizer, source)
@@ -175,8 +184,57 @@ def prepare(config: Config, log: Callable[[str], None] = print) -> Run:
         + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
+    unk = _unk_pieces(featurizer, splits, log)
     pipeline = (Tagger if task.kind == "tagging" else Classifier)(model, featurizer, config)
-    return Run(config, splits, featurizer, pipeline, parts)
+    return Run(config, splits, featurizer, pipeline, parts, unk)
+
+
+def _prune_bert(
+    bert: PretrainedBert, splits: dict[str, Corpus], lexicon: Lexicon | None, unit: str, form: str,
+    log: Callable[[str], None],
+) -> PretrainedBert:
+    """A SentencePiece BERT (e5-small) cut to the pieces this model can meet: those of every split's text, of the lexicon's
+    words when the model has one, and of a built-in set of common Chinese characters. Any other character is [UNK]."""
+    full = len(bert.vocab)
+    keep = needed_pieces(bert, (ex.tokens for corpus in splits.values() for ex in corpus), lexicon, unit, form)
+    bert = bert.pruned(keep)
+    log(f"bert vocabulary pruned to the pieces the data can meet: {len(bert.vocab):,} of {full:,}")
+    return bert
+
+
+def needed_pieces(
+    bert: PretrainedBert, texts: Iterable[list[str]], lexicon: Lexicon | None, unit: str, form: str
+) -> set[int]:
+    """Ids of the pieces that token lists `texts` (characters, or words with unit "word"), the lexicon's characters and
+    the built-in common Chinese characters map to."""
+    vocab = bert.vocab
+    chars = common_chinese_chars()
+    keep: set[int] = set()
+    if unit == "word":
+        words = word_tokenizer(vocab, False, bert.scores)
+        for tokens in texts:
+            keep.update(words.encode_words(tokens)[0])
+    else:
+        for tokens in texts:
+            chars.update(tokens)
+    if lexicon is not None:
+        chars.update(c for word in lexicon.words for c in word)
+    for c in chars:
+        piece = char_piece(c, vocab, form)
+        if piece is not None:
+            keep.add(vocab[piece])
+    return keep
+
+
+def _unk_pieces(featurizer: Featurizer, splits: dict[str, Corpus], log: Callable[[str], None]) -> dict[str, list[int]] | None:
+    """[UNK] pieces per split of a BERT model's input, logged as a rate."""
+    field = featurizer.fields.get("pieces")
+    if field is None:
+        return None
+    counts = {name: list(field.unknown(corpus)) for name, corpus in splits.items()}
+    rates = ", ".join(f"{name} {100 * u / max(1, n):.2f}% ({u:,} of {n:,})" for name, (u, n) in counts.items())
+    log(f"bert input: [UNK] pieces {rates}")
+    return counts
 
 
 def make_task(splits: dict[str, Corpus], config: Config) -> Task:
@@ -255,6 +313,8 @@ def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where:
     encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra. Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
     vocabulary for a BERT trained from random initialisation."""
+    if spec == E5_NAME:
+        spec = str(e5_small_dir())
     if spec == "minilm":
         found = minilm_dir()
         if found is None:
@@ -544,6 +604,7 @@ def train(
                 "lr": optimizer.param_groups[0]["lr"],
                 "train_loss": loss_sum / max(1, n_sent),
                 "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+                **({"bert_unk_pieces": run.unk_pieces} if run.unk_pieces else {}),
                 dev_label: tagger.task.headline(dev),
             }
             score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
