@@ -324,3 +324,21 @@ def test_pretrained_cli_lists_and_builds(e5_cache, tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == str(e5_cache)
     out = subprocess.run([sys.executable, "-m", "zhner.cli", "pretrained", "build", "bert-huge"], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown pretrained encoder" in out.stderr
+
+
+def test_words_go_through_the_unigram_model_and_pruning_keeps_their_pieces():
+    from zhner.data.example import Example
+    from zhner.lexicon.lexicon import Lexicon
+    from zhner.train.trainer import needed_pieces
+
+    pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "▁ab", "c", "▁a", "bc", "▁", "b", "a", "中", "▁国", "龙"]
+    scores = [0, 0, 0, 0, -1, -1, -3, -0.5, -2, -4, -4, -5, -5, -5]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    field = PieceField(vocab, "word", lowercase=True, scores=scores)
+    item = field.encode(Example(["abc", "a"], spaces=[True, False]))
+    assert item["bert_ids"] == [0, 4, 5, 6, 2] and item["first_piece"] == [1, 3]  # ▁ab c | ▁a: as the unigram model splits
+    bert = PretrainedBert({"vocab_size": len(pieces)}, vocab, {}, scores)
+    assert needed_pieces(bert, [["abc"]], None, "word", "bare") >= {4, 5}
+    assert 6 not in needed_pieces(bert, [["abc"]], None, "word", "bare")
+    keep = needed_pieces(bert, [list("中")], Lexicon(["国龙"], name="t"), "char", "bare")
+    assert {11, 12, 13} <= keep  # the text's character and the lexicon's
