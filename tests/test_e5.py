@@ -313,7 +313,9 @@ def test_build_is_idempotent_and_damage_is_detected(e5_cache, tmp_path, monkeypa
     monkeypatch.setenv("ZHNER_CACHE", str(tmp_path))
     with pytest.raises(ZhnerError, match=r"model.safetensors.*damaged.*--force"):
         e5mod.e5_small_dir()
-    assert e5mod.build_e5_small(copy_root, force=True) == copy and e5mod.verify(copy) is None  # rebuilt whole
+    assert e5mod.build_e5_small(copy_root) == copy and e5mod.verify(copy) is None  # a damaged one is rebuilt whole
+    stamp = (copy / "model.safetensors").stat().st_mtime_ns
+    assert e5mod.build_e5_small(copy_root, force=True) == copy and (copy / "model.safetensors").stat().st_mtime_ns != stamp
 
 
 def test_pretrained_cli_lists_and_builds(e5_cache, tmp_path):

@@ -153,11 +153,12 @@ def _write(directory: Path, model: Q4Model, source: Path) -> None:
 
 
 def build_e5_small(root: Path | None = None, force: bool = False) -> Path:
-    """Derive the e5-small directory into `root` (default: the cache) unless a valid one is there; returns it.
-    `force` rebuilds even a valid one. Atomic: built in a temporary directory, then renamed into place."""
+    """Derive the e5-small directory into `root` (default: the cache) unless a sound one is there (a damaged one is
+    replaced); returns it. `force` rebuilds even a sound one. Atomic: built in a temporary directory, then renamed into
+    place."""
     root = root or cache_root()
     target = root / E5_NAME
-    if target.exists() and not force and not verify(target, raise_error=False):
+    if target.exists() and not force and verify(target, raise_error=False) is None:
         return target
     source = wheel_file()
     model = read_q4_model(source)
@@ -168,11 +169,14 @@ def build_e5_small(root: Path | None = None, force: bool = False) -> Path:
         raise ZhnerError(f"cannot write the pretrained cache: {exc.strerror or exc}", root) from None
     try:
         _write(tmp, model, source)
-        _replace(tmp, target)
+        if force or not target.exists() or verify(target, raise_error=False) is not None:
+            _replace(tmp, target)
+        # else another process built a sound one meanwhile: keep theirs (it may be in use)
     except OSError as exc:
         raise ZhnerError(f"cannot write the pretrained cache: {exc.strerror or exc}", root) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    verify(target)
     return target
 
 
