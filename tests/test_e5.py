@@ -366,3 +366,26 @@ def test_a_translation_reads_the_unigram_model_too():
     assert item["en_ids"] == [0, 4, 5, 6, 2] and item["en_first_piece"] == [1, 3] and item["en_word_of_piece"] == [-1, 0, 0, 1, -1]
     again = TranslationField.from_dict(json.loads(json.dumps(field.to_dict())))
     assert again.encode(Example(list("中国"), translation="abc a")) == item
+
+
+def test_pack_keeps_the_encoder_for_the_characters_it_was_given(e5_cache, tmp_path):
+    from zhner.pretrained.pack import pack_encoder
+
+    text = "习近平在北京会见了雷军，１９９８年。"
+    small = pack_encoder(e5_cache, tmp_path / "packed", set(text))
+    assert (tmp_path / "packed" / "model.safetensors").stat().st_size < 64 * 2**20  # fits a 64 MiB transfer
+    full, packed = load_pretrained(e5_cache), load_pretrained(tmp_path / "packed")
+    assert packed.vocab == small.vocab and packed.scores == small.scores
+
+    def hidden(bert):
+        model = BertModel(bert.config).eval()
+        model.load_state_dict({k: v.float() for k, v in bert.weights.items()})
+        ids = [bert.config["cls_token_id"], *char_piece_ids(text, bert.vocab, bert.config["unk_token_id"]), bert.config["sep_token_id"]]
+        assert bert.config["unk_token_id"] not in ids
+        with torch.no_grad():
+            return model(torch.tensor([ids])).last_hidden_state[0]
+
+    a, b = hidden(full), hidden(packed)
+    assert torch.nn.functional.cosine_similarity(a, b, dim=-1).min() > 0.9999  # float16 weights: rounding only
+    with pytest.raises(ZhnerError, match="already exists"):
+        pack_encoder(e5_cache, tmp_path / "packed", set(text))

