@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import random
+import string
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -205,10 +206,10 @@ def _prune_bert(
 def needed_pieces(
     bert: PretrainedBert, texts: Iterable[list[str]], lexicon: Lexicon | None, unit: str, form: str
 ) -> set[int]:
-    """Ids of the pieces that token lists `texts` (characters, or words with unit "word"), the lexicon's characters and
-    the built-in common Chinese characters map to."""
+    """Ids of the pieces that token lists `texts` (characters, or words with unit "word"), the lexicon's characters,
+    the built-in common Chinese characters and the printable ASCII characters map to."""
     vocab = bert.vocab
-    chars = common_chinese_chars()
+    chars = common_chinese_chars() | set(string.printable.strip()) | {" "}  # ASCII: unseen English still has its letters
     keep: set[int] = set()
     if unit == "word":
         words = word_tokenizer(vocab, False, bert.scores)
