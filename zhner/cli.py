@@ -793,6 +793,8 @@ def pretrained_pack(
 
     if name != E5_NAME:
         raise ZhnerError(f"unknown pretrained encoder {name!r}: one of {E5_NAME}")
+    if output.exists():  # before the slow steps
+        raise ZhnerError("already exists; name a new directory", output)
     chars: set[str] = set()
     for ds in dataset:
         for corpus in load_dataset(ds, data_dir).values():

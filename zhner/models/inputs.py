@@ -115,7 +115,9 @@ class Featurizer:
         The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters;
         its mask is over the characters (tokens) for character models, over BERT's pieces for BERT-only models.
         The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
-        examples that come without a translation."""
+        examples that come without a translation. `bert_scores` / `english_scores` (a SentencePiece vocabulary's piece
+        scores, e5-small's) switch the pieces to NFKC characters in `bert_form` (bare | marked) and the unigram model for
+        words (zhner.data.sentencepiece)."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
         fields: list[Field] = []
         if "chars" in names or "bigrams" in names:
