@@ -195,7 +195,8 @@ def _prune_bert(
     log: Callable[[str], None],
 ) -> PretrainedBert:
     """A SentencePiece BERT (e5-small) cut to the pieces this model can meet: those of every split's text, of the lexicon's
-    words when the model has one, and of a built-in set of common Chinese characters. Any other character is [UNK]."""
+    words when the model has one, of a built-in set of common Chinese characters and of printable ASCII. Any other
+    character is [UNK]."""
     full = len(bert.vocab)
     keep = needed_pieces(bert, (ex.tokens for corpus in splits.values() for ex in corpus), lexicon, unit, form)
     bert = bert.pruned(keep)
@@ -311,7 +312,8 @@ def load_lexicon(spec: str, max_word_len: int | None = None, min_freq: int | Non
 
 def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
     """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
-    encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra. Hub names are not downloaded:
+    encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra, "e5-small" multilingual-E5-small
+    derived from the `zhner[e5]` extra into the user cache (zhner.pretrained.e5). Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
     vocabulary for a BERT trained from random initialisation."""
     if spec == E5_NAME:
