@@ -389,3 +389,18 @@ def test_pack_keeps_the_encoder_for_the_characters_it_was_given(e5_cache, tmp_pa
     assert torch.nn.functional.cosine_similarity(a, b, dim=-1).min() > 0.9999  # float16 weights: rounding only
     with pytest.raises(ZhnerError, match="already exists"):
         pack_encoder(e5_cache, tmp_path / "packed", set(text))
+
+
+def test_half_weights_store_the_encoder_in_float16_and_load_into_float32(tiny_sp_bert, tmp_path):
+    from safetensors import safe_open
+
+    config = load_config(resolve_config("bert_e5_resume"), TINY_BERT_E5 + [f"model.bert={tiny_sp_bert}", "model.bert_half_weights=true"])
+    out = tmp_path / "run"
+    train(config, out, progress=False, log=lambda _: None)
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        dtypes = {k: f.get_slice(k).get_dtype() for k in f.keys()}
+    assert {d for k, d in dtypes.items() if k.startswith("bert.")} == {"F16"}
+    assert {d for k, d in dtypes.items() if not k.startswith("bert.")} - {"BOOL"} == {"F32"}  # CRF and output layer stay float32
+    tagger = Tagger.load(out)
+    assert all(p.dtype == torch.float32 for p in tagger.model.parameters())
+    assert len(tagger.predict(["高勇，男，中国国籍。"])) == 1

@@ -113,6 +113,8 @@ class Pipeline:
         if lexicon and self.featurizer.lexicon is not None:
             self.featurizer.lexicon.save(directory / LEXICON)
         state = weights if weights is not None else self.model.state_dict()
+        if getattr(self.config.model, "bert_half_weights", False):  # the encoder stored as float16; it loads into float32
+            state = {k: v.half() if ".bert." in f".{k}" and v.is_floating_point() else v for k, v in state.items()}
         # safetensors writes by path: write a temporary file, then rename it over the old one
         partial = directory / f".{WEIGHTS}.partial"
         try:
