@@ -195,6 +195,8 @@ class Pipeline:
         or is killed part way leaves the model that was there before, whole. `weights` defaults to the current model
         state; `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
         state = weights if weights is not None else self.model.state_dict()
+        if getattr(self.config.model, "bert_half_weights", False):  # the encoder stored as float16; it loads into float32
+            state = {k: v.half() if ".bert." in f".{k}" and v.is_floating_point() else v for k, v in state.items()}
         with replace_together(directory) as files:
             with files.open(CONFIG) as handle:
                 handle.write(dump_config(self.config))

@@ -94,6 +94,13 @@ class CharInputConfig(BaseModelConfig):
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
+    # a SentencePiece BERT (bert: e5-small): a character is read as its bare piece or its word-start piece ("▁中") first,
+    # and the vocabulary is pruned to the pieces the data, the lexicon and common Chinese characters can meet
+    e5_piece: Literal["bare", "marked"] = "bare"
+    bert_prune: bool = True
+    # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
+    # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
+    bert_half_weights: bool = False
 
 
 class ModelConfig(CharInputConfig, TaggerConfig):

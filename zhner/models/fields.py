@@ -32,6 +32,7 @@ import torch
 
 from zhner.data.example import Example, words_of
 from zhner.data.vocab import Vocab, bigrams, normalize_char
+from zhner.data.sentencepiece import FORMS, UnigramWords, char_piece_ids
 from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
@@ -151,26 +152,49 @@ class PieceField:
 
     unit "char" (Chinese): one vocabulary entry per character, lower-cased as BERT's basic tokenizer does ([UNK] when
     missing), so piece i + 1 is character i. unit "word" (English): each word split into WordPieces; first_piece gives
-    each word's first piece. BERT reads the raw text, not the digit-normalised characters."""
+    each word's first piece. BERT reads the raw text, not the digit-normalised characters.
+
+    With `scores` (a SentencePiece unigram vocabulary: e5-small's) characters are NFKC-normalised and read as bare or
+    word-start-marked pieces (`form`), and words go through the unigram model (zhner.data.sentencepiece); nothing is
+    lower-cased."""
 
     name = "pieces"
 
-    def __init__(self, vocab: dict[str, int], unit: str = "char", lowercase: bool = True):
+    def __init__(
+        self, vocab: dict[str, int], unit: str = "char", lowercase: bool = True,
+        scores: list[float] | None = None, form: str = "bare",
+    ):
         if unit not in ("char", "word"):
             raise ValueError(f"unknown token unit {unit!r}")
+        if form not in FORMS:
+            raise ValueError(f"unknown piece form {form!r}: one of {', '.join(FORMS)}")
         self.vocab = vocab
         self.unit = unit
-        self.lowercase = lowercase
-        self.wordpiece = WordPiece(vocab, lowercase=lowercase) if unit == "word" else None
+        self.lowercase = lowercase and scores is None
+        self.scores, self.form = scores, form
         self.cls, self.sep, self.pad_id, self.unk = vocab[CLS], vocab[SEP], vocab.get(PAD, 0), vocab[UNK]
+        self.wordpiece = word_tokenizer(vocab, lowercase, scores) if unit == "word" else None
+
+    def char_ids(self, chars: list[str]) -> list[int]:
+        if self.scores is not None:
+            return char_piece_ids(chars, self.vocab, self.unk, self.form)
+        get = self.vocab.get
+        return [get(c.lower() if self.lowercase else c, self.unk) for c in chars]
 
     def encode(self, example: Example) -> dict[str, list[int]]:
         if self.unit == "char":
-            get = self.vocab.get
-            ids = [get(c.lower() if self.lowercase else c, self.unk) for c in example.tokens]
-            return {"bert_ids": [self.cls, *ids, self.sep]}
+            return {"bert_ids": [self.cls, *self.char_ids(example.tokens), self.sep]}
         ids, first = self.wordpiece.encode_words(example.tokens)
         return {"bert_ids": [self.cls, *ids, self.sep], "first_piece": [f + 1 for f in first]}
+
+    def unknown(self, examples: Iterable[Example]) -> tuple[int, int]:
+        """([UNK] pieces, all pieces) over the examples: how much of the text BERT cannot read."""
+        unk = total = 0
+        for ex in examples:
+            ids = self.encode(ex)["bert_ids"][1:-1]
+            unk += sum(i == self.unk for i in ids)
+            total += len(ids)
+        return unk, total
 
     def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
         batch = {"bert_ids": pad([it["bert_ids"] for it in items], max(len(it["bert_ids"]) for it in items), self.pad_id)}
@@ -182,11 +206,30 @@ class PieceField:
         return {"pieces": max(self.vocab.values()) + 1}
 
     def to_dict(self) -> dict:
-        return {"vocab": self.vocab, "unit": self.unit, "lowercase": self.lowercase}
+        d = {"vocab": self.vocab, "unit": self.unit, "lowercase": self.lowercase}
+        if self.scores is not None:
+            d.update(scores=self.scores, form=self.form)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PieceField":
-        return cls(dict(d["vocab"]), d.get("unit", "char"), bool(d.get("lowercase", True)))
+        scores = d.get("scores")
+        return cls(
+            dict(d["vocab"]), d.get("unit", "char"), bool(d.get("lowercase", True)),
+            [float(x) for x in scores] if scores is not None else None, d.get("form", "bare"),
+        )
+
+
+def word_tokenizer(vocab: dict[str, int], lowercase: bool, scores: list[float] | None) -> WordPiece | UnigramWords:
+    """English words into pieces: BERT's WordPiece, or the unigram model of a SentencePiece vocabulary (with scores)."""
+    if scores is None:
+        return WordPiece(vocab, lowercase=lowercase)
+    pieces = [""] * len(scores)
+    for token, i in vocab.items():
+        pieces[i] = token
+    if len(vocab) != len(scores) or not all(pieces):
+        raise ValueError(f"a SentencePiece vocabulary needs one score per id: {len(vocab)} pieces, {len(scores)} scores")
+    return UnigramWords(pieces, scores, vocab[UNK])
 
 
 MAX_LOCAL_TOKENS = 4096  # SLA / WLA's [L, L] mask (bool) and tree distances (int64) cost 9 L^2 bytes: 151 MB here
@@ -286,9 +329,13 @@ class TranslationField:
 
     name = "translation"
 
-    def __init__(self, vocab: dict[str, int], lowercase: bool = True, translator: str | None = None, max_pieces: int = 510):
-        self.vocab, self.lowercase, self.translator_spec, self.max_pieces = vocab, lowercase, translator, max_pieces
-        self.wordpiece = WordPiece(vocab, lowercase=lowercase)
+    def __init__(
+        self, vocab: dict[str, int], lowercase: bool = True, translator: str | None = None, max_pieces: int = 510,
+        scores: list[float] | None = None,
+    ):
+        self.vocab, self.lowercase, self.translator_spec, self.max_pieces = vocab, lowercase and scores is None, translator, max_pieces
+        self.scores = scores  # a SentencePiece vocabulary (e5-small as the English encoder): the unigram model splits words
+        self.wordpiece = word_tokenizer(vocab, lowercase, scores)
         self.cls, self.sep, self.pad_id = vocab[CLS], vocab[SEP], vocab.get(PAD, 0)
         self._translator: Translator | None = None
 
@@ -333,11 +380,13 @@ class TranslationField:
         return {"english_pieces": max(self.vocab.values()) + 1}
 
     def to_dict(self) -> dict:
-        return {"vocab": self.vocab, "lowercase": self.lowercase, "translator": self.translator_spec, "max_pieces": self.max_pieces}
+        d = {"vocab": self.vocab, "lowercase": self.lowercase, "translator": self.translator_spec, "max_pieces": self.max_pieces}
+        return d | ({"scores": self.scores} if self.scores is not None else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> "TranslationField":
-        return cls(dict(d["vocab"]), bool(d.get("lowercase", True)), d.get("translator"), int(d.get("max_pieces", 510)))
+        scores = [float(x) for x in d["scores"]] if d.get("scores") is not None else None
+        return cls(dict(d["vocab"]), bool(d.get("lowercase", True)), d.get("translator"), int(d.get("max_pieces", 510)), scores)
 
 
 Field = CharField | BigramField | LexiconField | PieceField | SyntaxField | TranslationField

@@ -103,6 +103,9 @@ class Featurizer:
         english_vocab: dict[str, int] | None = None,
         english_lowercase: bool = True,
         translator: str | None = None,
+        bert_scores: list[float] | None = None,
+        bert_form: str = "bare",
+        english_scores: list[float] | None = None,
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
@@ -112,7 +115,9 @@ class Featurizer:
         The syntax field (local attention) parses with `parser`, by default spaCy for words and udchinese for characters;
         its mask is over the characters (tokens) for character models, over BERT's pieces for BERT-only models.
         The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
-        examples that come without a translation."""
+        examples that come without a translation. `bert_scores` / `english_scores` (a SentencePiece vocabulary's piece
+        scores, e5-small's) switch the pieces to NFKC characters in `bert_form` (bare | marked) and the unigram model for
+        words (zhner.data.sentencepiece)."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
         fields: list[Field] = []
         if "chars" in names or "bigrams" in names:
@@ -141,13 +146,13 @@ class Featurizer:
                 words = Vocab.build(LexiconField.word_counts(lexicon, (ex for c in splits.values() for ex in c)))
             fields.append(LexiconField(lexicon, words))
         if "pieces" in names:
-            fields.append(PieceField(bert_vocab, unit, lowercase))
+            fields.append(PieceField(bert_vocab, unit, lowercase, bert_scores, bert_form))
         if "syntax" in names:
             parser = parser or ("spacy" if unit == "word" else "udchinese")
             over = "tokens" if "chars" in names else "pieces"  # character models attend over characters
             fields.append(SyntaxField(local_attention, local_window, syntax_distance, parser, over))
         if "translation" in names:
-            fields.append(TranslationField(english_vocab, english_lowercase, translator))
+            fields.append(TranslationField(english_vocab, english_lowercase, translator, scores=english_scores))
         return cls(fields, task, unit)
 
     def to_dict(self) -> dict:

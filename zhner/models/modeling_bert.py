@@ -36,6 +36,13 @@ class BertSettings(BaseModelConfig, LocalAttentionSettings):
     # BERT can be had here); bert_shape replaces config fields then, e.g. {num_hidden_layers: 4, hidden_size: 256}
     bert_weights: bool = True
     bert_shape: dict | None = None
+    # a SentencePiece BERT (bert: e5-small): a character is read as its bare piece or its word-start piece ("▁中") first,
+    # and the vocabulary is pruned to the pieces the data and common Chinese characters can meet
+    e5_piece: Literal["bare", "marked"] = "bare"
+    bert_prune: bool = True
+    # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
+    # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
+    bert_half_weights: bool = False
     dropout: Dropout = 0.1  # before the output layer
     # SLA / WLA (zhner.nn.local_attention): local_attention, local_window, syntax_distance, gate_init, parser, from
     # LocalAttentionSettings: every layer mixes BERT's attention with a locally masked copy by a gate

@@ -333,6 +333,28 @@ class PretrainedBert:
     config: dict  # BertConfig.to_dict(), with the [CLS] / [SEP] / [PAD] / [UNK] ids of the vocabulary
     vocab: dict[str, int]  # token -> id (vocab.txt may repeat a token: the last id wins, as in BERT's tokenizer)
     weights: dict[str, torch.Tensor] = field(repr=False)  # BertModel's state dict (the pooler with `pooler=True`)
+    # a SentencePiece unigram vocabulary's piece scores in id order (sentencepiece.json beside vocab.txt, as e5-small's
+    # directory has); None for a WordPiece vocabulary
+    scores: list[float] | None = None
+
+    def pruned(self, keep: set[int]) -> PretrainedBert:
+        """The same encoder over the pieces `keep` (ids) and the special tokens only: ids renumbered in their old order,
+        the word-embedding rows and the scores cut to match, vocab_size and the special ids updated. A fine-tuned model
+        then stores and trains only these rows."""
+        specials = {self.vocab[t] for t in (CLS, SEP, PAD, UNK) if t in self.vocab}
+        old_ids = sorted(set(keep) | specials)
+        id_to_token = {i: t for t, i in self.vocab.items()}
+        vocab = {id_to_token[old]: new for new, old in enumerate(old_ids)}
+        config = dict(self.config, vocab_size=len(old_ids))
+        for key, token in (("cls_token_id", CLS), ("sep_token_id", SEP), ("unk_token_id", UNK), ("pad_token_id", PAD)):
+            if token in vocab:
+                config[key] = vocab[token]
+        weights = dict(self.weights)
+        name = "embeddings.word_embeddings.weight"
+        if name in weights:
+            weights[name] = weights[name][torch.tensor(old_ids)].clone()
+        scores = [self.scores[i] for i in old_ids] if self.scores is not None else None
+        return PretrainedBert(config, vocab, weights, scores)
 
 
 def read_vocab(path: str | Path) -> dict[str, int]:
@@ -375,10 +397,26 @@ def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool =
         raise ZhnerError(f"{max(vocab.values()) + 1} lines, but config.json says vocab_size {config.vocab_size}", vocab_path)
     config.cls_token_id, config.sep_token_id, config.unk_token_id = vocab[CLS], vocab[SEP], vocab[UNK]
     config.pad_token_id = vocab.get(PAD, config.pad_token_id)
+    scores = _read_scores(directory / "sentencepiece.json", len(vocab))
     if not weights:
-        return PretrainedBert(config.to_dict(), vocab, {})
+        return PretrainedBert(config.to_dict(), vocab, {}, scores)
     weights_path, state = _read_weights(directory)
-    return PretrainedBert(config.to_dict(), vocab, _fit_weights(state, config, pooler, weights_path))
+    return PretrainedBert(config.to_dict(), vocab, _fit_weights(state, config, pooler, weights_path), scores)
+
+
+def _read_scores(path: Path, pieces: int) -> list[float] | None:
+    """The unigram scores of a SentencePiece vocabulary ({"pieces": [[piece, score], ...]} in id order), or None when
+    the directory has no sentencepiece.json (a WordPiece BERT)."""
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))["pieces"]
+        scores = [float(score) for _, score in raw]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ZhnerError(f"cannot read the SentencePiece scores: {exc}", path) from None
+    if len(scores) != pieces:
+        raise ZhnerError(f"{len(scores)} pieces, but vocab.txt has {pieces}", path)
+    return scores
 
 
 def _read_weights(directory: Path) -> tuple[Path, dict[str, torch.Tensor]]:

@@ -17,9 +17,10 @@ import logging
 import os
 import pickle
 import random
+import string
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,10 @@ from zhner.lexicon.pretrain import merge_vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, parse_report
 from zhner.models.inputs import Featurizer, fields_for
+from zhner.data.sentencepiece import char_piece, common_chinese_chars
+from zhner.models.fields import word_tokenizer
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
+from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured
 from zhner.tagger import Tagger
@@ -66,6 +70,7 @@ class Run:
     featurizer: Featurizer
     tagger: Pipeline  # a Tagger or a Classifier, as the task
     parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
+    unk_pieces: dict[str, list[int]] | None = None  # BERT input: [UNK] pieces and all pieces per split
 
 
 logger = logging.getLogger("zhner.train")
@@ -127,6 +132,8 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
+    if bert is not None and bert.scores is not None and getattr(config.model, "bert_prune", True):
+        bert = _prune_bert(bert, splits, lexicon, token_unit(splits["train"]), getattr(config.model, "e5_piece", "bare"), log)
     if bert is not None:
         config = config.model_copy(update={"model": config.model.model_copy(update={"bert_config": bert.config})})
     english = None
@@ -158,6 +165,9 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         english_vocab=english.vocab if english is not None else None,
         english_lowercase=getattr(config.model, "english_lowercase", True),
         translator=getattr(config.model, "translator", None),
+        bert_scores=bert.scores if bert is not None else None,
+        bert_form=getattr(config.model, "e5_piece", "bare"),
+        english_scores=english.scores if english is not None else None,
     )
     if source is not None:
         extend_vocabularies(featurizer, source)
@@ -188,8 +198,58 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         + (f", word vectors composed from characters ({len(lexicon)} lexicon words)" if lexicon and not featurizer.words else "")
     )
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
+    unk = _unk_pieces(featurizer, splits, log)
     pipeline = (Tagger if task.kind == "tagging" else Classifier)(model, featurizer, config)
-    return Run(config, splits, featurizer, pipeline, parts)
+    return Run(config, splits, featurizer, pipeline, parts, unk)
+
+
+def _prune_bert(
+    bert: PretrainedBert, splits: dict[str, Corpus], lexicon: Lexicon | None, unit: str, form: str,
+    log: Callable[[str], None],
+) -> PretrainedBert:
+    """A SentencePiece BERT (e5-small) cut to the pieces this model can meet: those of every split's text, of the lexicon's
+    words when the model has one, of a built-in set of common Chinese characters and of printable ASCII. Any other
+    character is [UNK]."""
+    full = len(bert.vocab)
+    keep = needed_pieces(bert, (ex.tokens for corpus in splits.values() for ex in corpus), lexicon, unit, form)
+    bert = bert.pruned(keep)
+    log(f"bert vocabulary pruned to the pieces the data can meet: {len(bert.vocab):,} of {full:,}")
+    return bert
+
+
+def needed_pieces(
+    bert: PretrainedBert, texts: Iterable[list[str]], lexicon: Lexicon | None, unit: str, form: str
+) -> set[int]:
+    """Ids of the pieces that token lists `texts` (characters, or words with unit "word"), the lexicon's characters,
+    the built-in common Chinese characters and the printable ASCII characters map to."""
+    vocab = bert.vocab
+    chars = common_chinese_chars() | set(string.printable.strip()) | {" "}  # ASCII: unseen English still has its letters
+    keep: set[int] = set()
+    if unit == "word":
+        words = word_tokenizer(vocab, False, bert.scores)
+        for tokens in texts:
+            keep.update(words.encode_words(tokens)[0])
+    else:
+        for tokens in texts:
+            chars.update(tokens)
+    if lexicon is not None:
+        chars.update(c for word in lexicon.words for c in word)
+    for c in chars:
+        piece = char_piece(c, vocab, form)
+        if piece is not None:
+            keep.add(vocab[piece])
+    return keep
+
+
+def _unk_pieces(featurizer: Featurizer, splits: dict[str, Corpus], log: Callable[[str], None]) -> dict[str, list[int]] | None:
+    """[UNK] pieces per split of a BERT model's input, logged as a rate."""
+    field = featurizer.fields.get("pieces")
+    if field is None:
+        return None
+    counts = {name: list(field.unknown(corpus)) for name, corpus in splits.items()}
+    rates = ", ".join(f"{name} {100 * u / max(1, n):.2f}% ({u:,} of {n:,})" for name, (u, n) in counts.items())
+    log(f"bert input: [UNK] pieces {rates}")
+    return counts
 
 
 def make_task(splits: dict[str, Corpus], config: Config) -> Task:
@@ -265,9 +325,12 @@ def load_lexicon(spec: str, max_word_len: int | None = None, min_freq: int | Non
 
 def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
     """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
-    encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra. Hub names are not downloaded:
+    encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra, "e5-small" multilingual-E5-small
+    derived from the `zhner[e5]` extra into the user cache (zhner.pretrained.e5). Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
     vocabulary for a BERT trained from random initialisation."""
+    if spec == E5_NAME:
+        spec = str(e5_small_dir())
     if spec == "minilm":
         found = minilm_dir()
         if found is None:
@@ -566,6 +629,7 @@ def _train_run(
                 "lr": optimizer.param_groups[0]["lr"],
                 "train_loss": loss_sum / max(1, n_sent),
                 "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+                **({"bert_unk_pieces": run.unk_pieces} if run.unk_pieces else {}),
                 dev_label: tagger.task.headline(dev),
             }
             score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
