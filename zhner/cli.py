@@ -369,6 +369,10 @@ def predict(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
+    runtime: str = typer.Option(
+        "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
+        "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
+    ),
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -390,14 +394,33 @@ def predict(
     if output is not None:
         check_output_file(output)
     jsonl_input = input_format == "jsonl" or (input_format == "auto" and input_file.endswith(".jsonl"))
-    torch_device = _device(device)
-    tagger = zhner.load(resolve_model_dir(model_dir))
-    tagger.model.to(torch_device)
+    if runtime == "onnx":
+        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device)
+    elif runtime == "torch":
+        torch_device = _device(device)
+        tagger = zhner.load(resolve_model_dir(model_dir))
+        tagger.model.to(torch_device)
+    else:
+        raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
     texts = None if text is None else [text]
     predict_stream(
         tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
         nbest=nbest,
     )
+
+
+def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):
+    """The torch-free tagger of MODEL/model.onnx for `predict --runtime onnx`; options it cannot honour are errors."""
+    from zhner.runtime import RuntimeTagger
+
+    refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
+                                     (f"--device {device}", device != "cpu")) if on]
+    if refused:
+        raise ZhnerError(f"{', '.join(refused)}: not with --runtime onnx (the exported graph runs on the CPU, its long-text "
+                         "pieces fixed at export); use --runtime torch")
+    if model_dir is None:
+        raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
+    return RuntimeTagger.load(model_dir)
 
 
 @app.command("export")

@@ -105,7 +105,7 @@ def predict_stream(
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
     show = total is not None and sys.stderr.isatty()
-    scheme = tagger.featurizer.scheme
+    scheme = getattr(tagger.task, "scheme", None)
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     count = 0
     with sink as out, tqdm(total=total, unit="B", unit_scale=True, disable=not show) as bar:
