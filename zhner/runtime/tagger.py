@@ -87,6 +87,11 @@ class RuntimeTagger:
         return cls(graph, features, runtime_task, _piece_chars(graph, path))
 
     @property
+    def has_crf(self) -> bool:
+        """Whether the graph returns CRF scores (confidences need them) besides the emissions."""
+        return len(self.session.get_outputs()) == 4
+
+    @property
     def tags(self) -> list[str]:
         return self.task.labels
 
