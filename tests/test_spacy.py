@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, declared_entry_points
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger, default_model_dir
 
@@ -49,10 +49,7 @@ def test_the_entry_point_registers_the_factory(model, tmp_path):
     by a fresh interpreter that never imports zhner.integrations itself."""
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["spacy_factories"]
     assert declared == {"zhner": "zhner.integrations.spacy:make_zhner"}
-    dist = tmp_path / "zhner_entry-0.0.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zhner-entry\nVersion: 0.0.0\n")
-    (dist / "entry_points.txt").write_text("[spacy_factories]\n" + "".join(f"{k} = {v}\n" for k, v in declared.items()))
+    declared_entry_points(tmp_path / "metadata")
     script = (
         "import json, sys, spacy\n"
         "nlp = spacy.blank('zh')\n"
@@ -60,7 +57,7 @@ def test_the_entry_point_registers_the_factory(model, tmp_path):
         f"nlp.add_pipe('zhner', config={{'model': {model!r}}})\n"
         "print(json.dumps([(e.text, e.label_) for e in nlp('张三毕业于北京大学。').ents], ensure_ascii=False))\n"
     )
-    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    env = {"PYTHONPATH": f"{tmp_path / 'metadata'}:{REPO}", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == [["张三", "PER"], ["北京大学", "ORG"]]

@@ -139,7 +139,8 @@ class RuntimeTagger:
         else:
             emissions, start, trans, end = outputs
             paths = viterbi(emissions, lengths, start, trans, end)
-        spans = [tags_to_spans([self.tags[t] for t in path], self.task.scheme, strict=True) for path in paths]
+        labels = self.task.labels
+        spans = [tags_to_spans([labels[t] for t in path], self.task.scheme, strict=True) for path in paths]
         if not confidence:
             return spans
         return [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
