@@ -210,3 +210,20 @@ def test_cli_runtime_refuses_what_it_cannot_do(exported):
     res = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--runtime", "onnx", "--text", "张三"],
                          capture_output=True, text=True, cwd=REPO)
     assert res.returncode != 0 and "needs -m MODEL_DIR" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):
+    """An export records Tagger.piece_chars(); a graph exported before that cuts at Tagger's default, 512; a value
+    that is not a length is an error naming the file."""
+    import onnx
+
+    out, tagger = exported
+    graph = onnx.load(str(out / "model.onnx"))
+    assert {p.key: p.value for p in graph.metadata_props} == {"zhner.piece_chars": str(tagger.piece_chars())}
+    del graph.metadata_props[:]
+    onnx.save(graph, str(tmp_path / "old.onnx"))
+    assert RuntimeTagger.load(out, tmp_path / "old.onnx").piece_chars() == 512
+    onnx.helper.set_model_props(graph, {"zhner.piece_chars": "many"})
+    onnx.save(graph, str(tmp_path / "bad.onnx"))
+    with pytest.raises(ZhnerError, match=r"bad.onnx: malformed metadata zhner.piece_chars='many'"):
+        RuntimeTagger.load(out, tmp_path / "bad.onnx")

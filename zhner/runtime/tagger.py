@@ -172,7 +172,3 @@ def _piece_chars(graph, path: Path) -> int:
         raise ZhnerError(f"malformed metadata {PIECE_CHARS_KEY}={value!r}", path)
     return size
 
-
-def load(directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> RuntimeTagger:
-    """RuntimeTagger.load."""
-    return RuntimeTagger.load(directory, onnx_path, threads)
