@@ -99,3 +99,18 @@ def assert_trains_and_roundtrips(run, tmp_path, make_optimizer, tagger_class):
     batch = lattice_batch(run, sents[:4])
     with torch.no_grad():
         assert torch.equal(loaded.model.eval().emissions(batch), model.eval().emissions(batch))
+
+
+def declared_entry_points(where: Path) -> Path:
+    """A dist-info in `where` holding pyproject.toml's entry points, as an installed zhner's metadata holds them: put
+    `where` on PYTHONPATH and a fresh interpreter finds them (the shared environment's editable install may predate
+    them). Returns `where`."""
+    import tomllib
+
+    groups = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    dist = where / "zhner_entry_points-0.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zhner-entry-points\nVersion: 0.0.0\n")
+    text = "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) for group, entries in groups.items())
+    (dist / "entry_points.txt").write_text(text)
+    return where

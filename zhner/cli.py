@@ -438,6 +438,10 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    runtime: str = typer.Option(
+        "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
+        "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
+    ),
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -466,13 +470,19 @@ def predict(
     jsonl_input = {"jsonl": True, "text": False}.get(input_format, True if input_file.endswith(".jsonl") else None)
     if engine not in ("local", "ray"):
         raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
+    if runtime not in ("torch", "onnx"):
+        raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
     if engine == "ray":
+        if runtime != "torch":
+            raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
         _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
                         nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
         return
-    torch_device = _device(device)
-    tagger = zhner.load(resolve_model_dir(model_dir))
-    tagger.model.to(torch_device)
+    if runtime == "onnx":
+        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device)
+    else:
+        tagger = zhner.load(resolve_model_dir(model_dir))
+        tagger.model.to(_device(device))
     texts = None if text is None else [text]
     if text is None and input_file == "-" and sys.stdin.isatty() and sys.stderr.isatty():
         _echo_err("type a text and press Enter to tag it; Ctrl-D to end")
@@ -515,6 +525,20 @@ def _predict_on_ray(
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
     predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
+
+
+def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):
+    """The torch-free tagger of MODEL/model.onnx for `predict --runtime onnx`; options it cannot honour are errors."""
+    from zhner.runtime import RuntimeTagger
+
+    refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
+                                     (f"--device {device}", device != "cpu")) if on]
+    if refused:
+        raise ZhnerError(f"{', '.join(refused)}: not with --runtime onnx (the exported graph runs on the CPU, its long-text "
+                         "pieces fixed at export); use --runtime torch")
+    if model_dir is None:
+        raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
+    return RuntimeTagger.load(model_dir)
 
 
 @app.command("export")

@@ -4,10 +4,13 @@ What is exported: the model's emissions ([B, L, T] scores per character and tag)
 from `SequenceTagger.traceable_emissions` (FLAT stores R of Eq. 8 per pair there instead of its gathered-table fast path),
 traced by torch.export (the dynamo-based `torch.onnx.export(..., dynamo=True)`) with dynamic batch, length and word dims.
 The CRF's start / transition / end scores (forbidden ones already set to DISALLOWED) are constant outputs of the same
-graph, so the .onnx file is all the model there is; Viterbi decoding runs in numpy (`viterbi`), the same recursion and
-tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. Featurization (vocabularies, lexicon matching) stays in Python and
-comes from the model directory, as for Tagger. ACT-S's graph takes the translation field's tensors too (the English
-pieces, their words, the word mask; `traceable_emissions` runs the frozen English BERT in the graph instead of its memo).
+graph, so the .onnx file is all the model there is; Viterbi decoding runs in numpy (zhner.runtime.decoding.viterbi), the
+same recursion and tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. OnnxTagger featurizes with the model's Featurizer
+(torch tensors, every field); zhner.runtime.RuntimeTagger runs the same graph with no torch at all (character models;
+the piece size it cuts long text at is written into the graph's metadata here). Featurization (vocabularies, lexicon
+matching) comes from the model directory, as for Tagger. ACT-S's graph takes the translation field's tensors too (the
+English pieces, their words, the word mask; `traceable_emissions` runs the frozen English BERT in the graph instead of its
+memo).
 
     zhner export runs/flat_resume               # -> runs/flat_resume/model.onnx
     OnnxTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
@@ -30,12 +33,13 @@ from zhner.fileio import staged_path, writing
 from zhner.nn.bert import BertCharFeatures
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
+from zhner.runtime.decoding import viterbi
+from zhner.runtime.tagger import ONNX_FILE, ONNX_MAX_CELLS, PIECE_CHARS_KEY, session
 from zhner.tagger import Tagger
 
-ONNX_FILE = "model.onnx"
+__all__ = ["ONNX_FILE", "ONNX_MAX_CELLS", "OnnxClassifier", "OnnxTagger", "export_onnx", "load_onnx", "viterbi"]
+
 OPSET = 18
-# FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): a smaller attention budget than Tagger's
-ONNX_MAX_CELLS = 250_000
 _INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask")
 _ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
 _DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P")} | {
@@ -120,6 +124,8 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
                 verbose=False,
             )
         _drop_traced_shapes(program.model.graph)
+        if model.task_kind == "tagging":  # what zhner.runtime needs to cut long text as this tagger does
+            program.model.metadata_props[PIECE_CHARS_KEY] = str(tagger.piece_chars())
         with staged_path(path) as partial:  # a new file of its own, renamed over `path` once complete
             program.save(str(partial), external_data=False)
     except ZhnerError:
@@ -169,27 +175,6 @@ def _quiet():
         logger.setLevel(level)
 
 
-def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, trans: np.ndarray, end: np.ndarray) -> list[list[int]]:
-    """Best tag path per sequence, emissions [B, L, T] (float32), trans [T, T] (from, to); the recursion of
-    CRF.viterbi_tensor: delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], ties to the lowest index."""
-    paths = []
-    for b, n in enumerate(lengths):
-        e = emissions[b, :n]  # [n, T]
-        delta = start + e[0]  # [T]
-        back = np.empty((max(n - 1, 0), e.shape[1]), dtype=np.int64)
-        for i in range(1, n):
-            step = delta[:, None] + trans  # [T(from), T(to)]
-            back[i - 1] = step.argmax(axis=0)
-            delta = step.max(axis=0) + e[i]
-        tag = int((delta + end).argmax())
-        path = [tag]
-        for psi in back[::-1]:
-            tag = int(psi[tag])
-            path.append(tag)
-        paths.append(path[::-1])
-    return paths
-
-
 def _at_least_one_english_piece(batch: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
     """ACT-S's graph takes at least one English piece and word per batch: a batch whose translations are all empty gets
     one padding piece and one masked word, which every row ignores (the pieces' lengths and the word mask say so)."""
@@ -217,7 +202,7 @@ class OnnxTagger(Tagger):
         """The model directory's featurizer and config with `onnx_path` (default DIRECTORY/model.onnx)."""
         base = Tagger.load(directory)
         path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
-        return cls(_session(path, threads), base, path)
+        return cls(session(path, threads), base, path)
 
     def scores_by_default(self) -> bool:
         return False  # scores come from the PyTorch model's CRF, not the graph: only when asked for (confidence=True)
@@ -246,21 +231,6 @@ class OnnxTagger(Tagger):
         return [[self.featurizer.tags[t] for t in path] for path in paths]
 
 
-def _session(path: Path, threads: int):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise ZhnerError("running an ONNX model needs onnxruntime: pip install 'zhner[export]'") from None
-    if not path.is_file():
-        raise ZhnerError("no such ONNX file (write it with: zhner export MODEL_DIR)", path)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = threads
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for unreadable graphs
-        raise ZhnerError(f"cannot load this ONNX model ({type(exc).__name__})", path) from None
-
-
 class OnnxClassifier(Classifier):
     """A Classifier whose model is an exported ONNX graph of one window. A longer text is read in windows whose logits
     are averaged by their size, as the PyTorch model does inside: a BERT classifier's windows hold at most `window`
@@ -279,7 +249,7 @@ class OnnxClassifier(Classifier):
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxClassifier":
         base = Classifier.load(directory)
         path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
-        return cls(_session(path, threads), base, path)
+        return cls(session(path, threads), base, path)
 
     def _window_logits(self, ex) -> tuple[np.ndarray, np.ndarray]:
         """Each window's logits [N, C] and size [N, 1] for one example. SLA / WLA models also feed each window its block

@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 from zhner.config import Config, config_from_dict, dump_config
 from zhner.data.batching import budget_batches
 from zhner.data.corpus import Corpus
-from zhner.data.example import Example, example_from_text
+from zhner.data.example import Example, check_positive, example_from_text, text_list
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
@@ -338,29 +338,6 @@ def one_or_many(texts: str | Iterable[str]) -> tuple[list[str], bool]:
 
 def _tokens(example: Example | Sequence[str]) -> Sequence[str]:
     return example.tokens if isinstance(example, Example) else example
-
-
-def text_list(texts: Iterable[str]) -> list[str]:
-    """The texts of a predict call as a list, or a TypeError that says what was wrong: a single string would otherwise
-    be read as one text per character."""
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"texts must be a list of strings, not a single {type(texts).__name__}: wrap it, [text]")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise TypeError(f"texts must be a list of strings, not {type(texts).__name__}") from None
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is a {type(text).__name__}, expected a string")
-    return texts
-
-
-def check_positive(name: str, value: object, kind: type = int) -> None:
-    """A keyword of a predict call: an int (or any finite number for kind=float) of at least 1 (above 0)."""
-    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-    if not ok or not (value >= 1 if kind is int else 0 < value < float("inf")):
-        expected = "an integer >= 1" if kind is int else "a number > 0"
-        raise ValueError(f"{name} must be {expected}, not {value!r}")
 
 
 def read_yaml(path: Path) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from zhner.data.example import Example
-from zhner.data.longtext import split_long_text, stitch
+from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.entity import Entity
 from zhner.errors import ZhnerError
@@ -26,11 +26,6 @@ from zhner.shipped import DEFAULT_NAME, RESOURCES, SHIPPED
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
 MAX_NBEST = 1000  # k of Tagger.nbest (the CLI and the service allow 20)
-# Longest piece `predict` tags whole: a longer text is cut at its sentence ends (its over-long sentences into windows of
-# this size). The cost per character grows with a piece's length (attention is quadratic): MSRA test text as pieces of
-# ~45 / 512 / 2,033 characters took 0.58 / 4.49 / 16.8 CPU s per 20,000 characters with the shipped FLAT model.
-PIECE_CHARS = 512
-OVERLAP = 32  # characters shared by neighbouring windows inside an over-long sentence (at most a quarter of a window)
 MIN_CHUNK = 16
 # the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
 DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]

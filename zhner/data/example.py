@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 # Words as CoNLL-2003 (Penn Treebank style) tokenises them, so that raw text gets the tokens an English model saw: a BERT
@@ -89,3 +90,26 @@ def example_from_text(text: str, unit: str) -> Example:
     words, offsets = words_of(text)
     spaces = [offsets[i][1] < offsets[i + 1][0] for i in range(len(words) - 1)] + [False] if words else []
     return Example(words, spaces=spaces, meta={"offsets": offsets})
+
+
+def text_list(texts: Iterable[str]) -> list[str]:
+    """The texts of a predict call as a list, or a TypeError that says what was wrong: a single string would otherwise
+    be read as one text per character."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"texts must be a list of strings, not a single {type(texts).__name__}: wrap it, [text]")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a list of strings, not {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is a {type(text).__name__}, expected a string")
+    return texts
+
+
+def check_positive(name: str, value: object, kind: type = int) -> None:
+    """A keyword of a predict call: an int (or any finite number for kind=float) of at least 1 (above 0)."""
+    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    if not ok or not (value >= 1 if kind is int else 0 < value < float("inf")):
+        expected = "an integer >= 1" if kind is int else "a number > 0"
+        raise ValueError(f"{name} must be {expected}, not {value!r}")

@@ -160,7 +160,7 @@ def predict_stream(
     if source != "-" and Path(source).is_file():
         total = Path(source).stat().st_size
     show = total is not None and sys.stderr.isatty()
-    scheme = tagger.featurizer.scheme
+    scheme = getattr(tagger.task, "scheme", None)
     sink = atomic_open(output) if output is not None else contextlib.nullcontext(_stdout())
     if on_error not in ON_ERROR:
         raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")

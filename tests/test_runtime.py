@@ -1,0 +1,229 @@
+"""zhner.runtime, the torch-free ONNX tagger: its lexicon matching, CRF decoding and features equal the PyTorch path's,
+an exported model tags like Tagger (entities and confidences, long text included), and it runs in a virtual
+environment where torch cannot be imported."""
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+from zhner.cli import resolve_config
+from zhner.config import load_config
+from zhner.errors import ZhnerError
+from zhner.lexicon.lexicon import Lexicon
+from zhner.nn.crf import CRF, allowed_transitions
+from zhner.runtime.decoding import SentenceCRF
+from zhner.runtime.matcher import WordMatcher
+from zhner.tagger import Tagger, default_model_dir
+from zhner.train.trainer import train
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+from zhner.export import export_onnx  # noqa: E402
+from zhner.runtime import RuntimeTagger  # noqa: E402
+
+TINY = {  # FLAT with a word vocabulary (words + bigrams), TENER (bigrams, digits normalised)
+    "flat_resume": ["model.heads=2", "model.head_dim=8", "model.word_embedding=table"],
+    "tener_resume": ["model.heads=2", "model.head_dim=8", "model.layers=1"],
+}
+TEXTS = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作，电话010-12345678。", "", "王五生于广州市。"]
+
+
+def test_word_matcher_finds_what_the_lexicon_finds(shared_data):
+    from zhner.data.registry import load_dataset
+
+    lexicon = Lexicon.load(default_model_dir() / "lexicon.txt")
+    matcher = WordMatcher.load(default_model_dir() / "lexicon.txt")
+    texts = [s.text for s in load_dataset("resume")["test"].sentences[:200]] + ["", "中华人民共和国国务院总理", "ab"]
+    assert sum(len(lexicon.match(t)) for t in texts) > 1000
+    assert [matcher.match(t) for t in texts] == [lexicon.match(t) for t in texts]
+
+
+def test_span_probabilities_equal_the_crf():
+    g = torch.Generator().manual_seed(0)
+    tags = ["O", "B-A", "I-A", "B-B", "I-B"]
+    crf = CRF(len(tags), constraints=allowed_transitions(tags, "bio"), init="normal")
+    emissions = torch.randn(1, 7, len(tags), generator=g) * 2
+    mask = torch.ones(1, 7, dtype=torch.bool)
+    queries = [(0, 0, [1, 2]), (0, 3, [0]), (0, 2, [3, 4, 4, 0]), (0, 6, [1])]
+    expected = crf.subpath_log_probs(emissions, mask, queries).tolist()
+    start, trans, end = (t.detach().numpy() for t in crf.scores(decoding=True))
+    sentence = SentenceCRF(emissions[0].numpy(), start, trans, end)
+    assert [sentence.subpath_log_prob(i, t) for _, i, t in queries] == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.fixture(scope="module", params=list(TINY))
+def exported(request, tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp(request.param) / "model"
+    common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
+              "train.optimizer=adamw", "train.lr=0.005"]
+    train(load_config(resolve_config(request.param), TINY[request.param] + common), out, log=lambda _: None)
+    tagger = Tagger.load(out)
+    export_onnx(tagger, out / "model.onnx")
+    return out, tagger
+
+
+def test_runtime_tags_like_pytorch(exported):
+    from zhner.data.registry import load_dataset
+
+    out, tagger = exported
+    texts = [s.text for s in load_dataset("resume")["test"].sentences] + TEXTS
+    texts.append("。".join(texts[:40]) + "".join(texts[40:45]) * 3)  # a long line: cut at sentence ends, then windows
+    assert len(texts[-1]) > 3 * tagger.piece_chars()
+    runtime = RuntimeTagger.load(out)
+    assert runtime.piece_chars() == tagger.piece_chars()
+    expected, got = tagger.predict(texts), runtime.predict(texts, batch_size=7)
+    assert sum(map(len, expected)) > 300  # a model that tags entities, so that equality means something
+    assert got == expected
+
+
+def test_runtime_confidences_equal_pytorch(exported):
+    out, tagger = exported
+    expected = tagger.predict(TEXTS, confidence=True)
+    got = RuntimeTagger.load(out).predict(TEXTS, confidence=True)
+    strip = lambda rows: [[{k: v for k, v in e.items() if k != "score"} for e in row] for row in rows]  # noqa: E731
+    assert strip(got) == strip(expected) and sum(map(len, got)) > 0
+    for row_got, row_expected in zip(got, expected):
+        for a, b in zip(row_got, row_expected):
+            assert a["score"] == pytest.approx(b["score"], abs=2e-4)
+
+
+def test_runtime_errors(exported, tmp_path):
+    out, _ = exported
+    with pytest.raises(ZhnerError, match="no such model directory"):
+        RuntimeTagger.load(tmp_path / "missing")
+    (tmp_path / "vocab.json").write_text(json.dumps({"format": 2, "fields": {"syntax": {}}, "task": {
+        "kind": "tagging", "labels": ["O"], "scheme": "bio"}}))
+    with pytest.raises(ZhnerError, match="reads syntax, which the torch-free runtime does not build"):
+        RuntimeTagger.load(tmp_path)
+    with pytest.raises(ZhnerError, match="no such ONNX file"):
+        RuntimeTagger.load(out, tmp_path / "none.onnx")
+    with pytest.raises(TypeError, match="a single str"):
+        RuntimeTagger.load(out).predict("张三")
+
+
+def _with_dependencies(names: tuple[str, ...]) -> set[str]:
+    """The installed distributions `names` and everything they require (markers evaluated, extras left out)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue
+        for line in requires:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def _top_level(distribution_name: str) -> set[str]:
+    """The top-level modules and directories a distribution installed (its .dist-info left out)."""
+    from importlib.metadata import distribution
+
+    tops = set()
+    for file in distribution(distribution_name).files or []:
+        top = file.parts[0]
+        if not top.endswith((".dist-info", ".pth")) and top != ".." and not top.startswith("__"):
+            tops.add(top)
+    return tops
+
+
+def _torch_free_venv(where: Path, packages: tuple[str, ...] = ("numpy", "onnxruntime")) -> Path:
+    """A venv (no pip) whose only packages are `packages` and their dependencies, and this checkout's zhner: a
+    directory of symlinks to them, put on the path by a .pth file. Returns its python."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(where)
+    exposed = where / "exposed"
+    exposed.mkdir()
+    site = Path(torch.__file__).parents[1]  # the test environment's site-packages
+    dists = _with_dependencies(packages)
+    assert "torch" not in dists and "onnxruntime" in dists
+    for name in sorted({top for dist in dists for top in _top_level(dist)}):
+        if (site / name).exists() and not (exposed / name).exists():
+            (exposed / name).symlink_to(site / name)
+    (exposed / "zhner").symlink_to(REPO / "zhner")
+    (site_dir,) = where.glob("lib/python*/site-packages")
+    (site_dir / "exposed.pth").write_text(f"{exposed}\n")
+    return where / "bin" / "python"
+
+
+def test_runtime_runs_without_torch(exported, tmp_path):
+    out, tagger = exported
+    python = _torch_free_venv(tmp_path / "venv")
+    script = (
+        "import json, sys\n"
+        "try:\n    import torch\nexcept ImportError:\n    pass\nelse:\n    sys.exit('torch is importable')\n"
+        "from zhner.runtime import RuntimeTagger\n"
+        f"print(json.dumps(RuntimeTagger.load({str(out)!r}).predict(json.loads(sys.stdin.read()), confidence=True)))\n"
+        "assert not any(m == 'torch' or m.startswith(('torch.', 'zhner.models', 'zhner.nn', 'zhner.train'))"
+        " for m in sys.modules), sorted(sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    res = subprocess.run([str(python), "-c", script], input=json.dumps(TEXTS), capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    expected = tagger.predict(TEXTS, confidence=True)
+    assert [[(e["start"], e["end"], e["type"]) for e in row] for row in got] == [
+        [(e["start"], e["end"], e["type"]) for e in row] for row in expected]
+
+
+CLI_PACKAGES = ("numpy", "onnxruntime", "typer", "tqdm")  # zhner's CLI needs typer, predict's progress bar tqdm
+
+
+def test_cli_predicts_with_the_runtime_without_torch(exported, tmp_path):
+    """`zhner predict --runtime onnx` in the torch-free venv (plus the CLI's own packages) prints what the PyTorch
+    path prints, confidences included."""
+    out, _ = exported
+    python = _torch_free_venv(tmp_path / "venv", CLI_PACKAGES)
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    args = ["-m", "zhner.cli", "predict", str(tmp_path / "in.txt"), "-m", str(out), "--confidence"]
+    res = subprocess.run([str(python), *args, "--runtime", "onnx"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    expected = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO)
+    assert expected.returncode == 0, expected.stderr
+    assert res.stdout == expected.stdout and res.stdout.count("\n") == len(TEXTS)
+
+
+def test_cli_runtime_refuses_what_it_cannot_do(exported):
+    out, _ = exported
+    res = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "-m", str(out), "--runtime", "onnx", "--nbest", "2",
+                          "--text", "张三"], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode != 0 and res.stderr.strip() == (
+        "error: --nbest: not with --runtime onnx (the exported graph runs on the CPU, its long-text pieces fixed at "
+        "export); use --runtime torch")
+    res = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--runtime", "onnx", "--text", "张三"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert res.returncode != 0 and "needs -m MODEL_DIR" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):
+    """An export records Tagger.piece_chars(); a graph exported before that cuts at Tagger's default, 512; a value
+    that is not a length is an error naming the file."""
+    import onnx
+
+    out, tagger = exported
+    graph = onnx.load(str(out / "model.onnx"))
+    assert {p.key: p.value for p in graph.metadata_props} == {"zhner.piece_chars": str(tagger.piece_chars())}
+    del graph.metadata_props[:]
+    onnx.save(graph, str(tmp_path / "old.onnx"))
+    assert RuntimeTagger.load(out, tmp_path / "old.onnx").piece_chars() == 512
+    onnx.helper.set_model_props(graph, {"zhner.piece_chars": "many"})
+    onnx.save(graph, str(tmp_path / "bad.onnx"))
+    with pytest.raises(ZhnerError, match=r"bad.onnx: malformed metadata zhner.piece_chars='many'"):
+        RuntimeTagger.load(out, tmp_path / "bad.onnx")

@@ -1,0 +1,155 @@
+"""zhner's spaCy component: registered through the spacy_factories entry point, doc.ents from zhner's character offsets
+on spaCy's character segmenter, jieba and hand-made tokens (misaligned spans aligned and recorded), scores on spans,
+nlp.pipe batched through one predict call per batch, and nlp.to_disk / spacy.load without the original model."""
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from conftest import REPO, declared_entry_points
+from zhner.errors import ZhnerError
+from zhner.tagger import Tagger, default_model_dir
+
+spacy = pytest.importorskip("spacy")
+from spacy.tokens import Doc  # noqa: E402
+
+from zhner.integrations.spacy import ZhnerEntities, make_zhner  # noqa: E402
+
+TEXTS = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市天河区。", "", "赵六和钱七去了杭州西湖。"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    if default_model_dir() is None:
+        pytest.skip("no shipped model")
+    return str(default_model_dir())
+
+
+@pytest.fixture(scope="module")
+def expected(model):
+    return Tagger.load(model).predict(TEXTS, confidence=True)
+
+
+def _ents(doc):
+    return [(e.start_char, e.end_char, e.label_, e._.zhner_score) for e in doc.ents]
+
+
+def _assert_same(docs, expected):
+    """doc.ents as zhner's entities: the same spans, scores to 1e-3 (a text tagged alone or in a padded batch)."""
+    got = [_ents(doc) for doc in docs]
+    assert [[g[:3] for g in row] for row in got] == [[(e["start"], e["end"], e["type"]) for e in row] for row in expected]
+    assert [[g[3] for g in row] for row in got] == [[pytest.approx(e["score"], abs=1e-3) for e in row] for row in expected]
+
+
+def test_the_entry_point_registers_the_factory(model, tmp_path):
+    """What an installed zhner gives spaCy: the entry point pyproject.toml declares, found from a dist-info on the path
+    by a fresh interpreter that never imports zhner.integrations itself."""
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["spacy_factories"]
+    assert declared == {"zhner": "zhner.integrations.spacy:make_zhner"}
+    declared_entry_points(tmp_path / "metadata")
+    script = (
+        "import json, sys, spacy\n"
+        "nlp = spacy.blank('zh')\n"
+        "assert 'zhner.integrations.spacy' in sys.modules  # loaded by spaCy from the entry point\n"
+        f"nlp.add_pipe('zhner', config={{'model': {model!r}}})\n"
+        "print(json.dumps([(e.text, e.label_) for e in nlp('张三毕业于北京大学。').ents], ensure_ascii=False))\n"
+    )
+    env = {"PYTHONPATH": f"{tmp_path / 'metadata'}:{REPO}", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == [["张三", "PER"], ["北京大学", "ORG"]]
+
+
+def test_character_segmenter_gives_zhners_entities(model, expected):
+    nlp = spacy.blank("zh")
+    assert nlp.tokenizer.segmenter == "char"
+    nlp.add_pipe("zhner", config={"model": model})
+    docs = [nlp(text) for text in TEXTS]
+    _assert_same(docs, expected)
+    assert sum(map(len, expected)) >= 8 and all(doc._.zhner_misaligned == [] for doc in docs)
+    assert [[e["text"] for e in doc._.zhner_entities] for doc in docs] == [[e["text"] for e in row] for row in expected]
+
+
+def test_jieba_tokens_align_and_misaligned_spans_are_counted(model, expected):
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": "jieba"}}})
+    nlp.add_pipe("zhner", config={"model": model})
+    for doc, entities in zip(nlp.pipe(TEXTS), expected):
+        starts, ends = {t.idx for t in doc}, {t.idx + len(t) for t in doc}
+        cut = [e for e in entities if e["start"] not in starts or e["end"] not in ends]
+        assert [{k: v for k, v in m.items() if k != "action"} for m in doc._.zhner_misaligned] == cut
+        exact = [(e["start"], e["end"], e["type"]) for e in entities if e not in cut]
+        assert [s for s in ((e.start_char, e.end_char, e.label_) for e in doc.ents) if s in exact] == exact
+        assert len(doc.ents) == len(entities)  # expanded, not dropped
+    assert any(doc._.zhner_misaligned for doc in nlp.pipe(TEXTS))  # jieba cuts at least one entity here
+
+
+@pytest.mark.parametrize("mode, ents, action", [
+    ("expand", [("张三毕", "PER"), ("北京大学", "ORG")], "expand"),
+    ("strict", [("北京大学", "ORG")], "dropped"),
+    ("contract", [("北京大学", "ORG")], "dropped"),
+])
+def test_alignment_modes(model, mode, ents, action):
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("zhner", config={"model": model, "alignment_mode": mode})
+    doc = nlp.get_pipe("zhner")(Doc(nlp.vocab, words=["张三毕", "业于", "北京大学"], spaces=[False] * 3))
+    assert [(e.text, e.label_) for e in doc.ents] == ents
+    assert [(m["text"], m["action"]) for m in doc._.zhner_misaligned] == [("张三", action)]
+
+
+def test_pipe_tags_each_batch_in_one_predict_call(model, expected):
+    nlp = spacy.blank("zh")
+    component = nlp.add_pipe("zhner", config={"model": model, "batch_size": 2})
+    calls = []
+    predict = component.tagger.predict
+    component.tagger.predict = lambda texts, **kw: calls.append(list(texts)) or predict(texts, **kw)
+    docs = list(nlp.pipe(TEXTS, batch_size=2))
+    assert calls == [TEXTS[0:2], TEXTS[2:4], TEXTS[4:5]]
+    _assert_same(docs, expected)
+
+
+def test_to_disk_and_load_keep_the_model(model, expected, tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": "jieba"}}})
+    nlp.add_pipe("zhner", config={"model": str(copy), "alignment_mode": "contract"})
+    before = [_ents(doc) for doc in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(copy)  # the saved pipeline holds its own copy of the model
+    loaded = spacy.load(tmp_path / "pipeline")
+    component = loaded.get_pipe("zhner")
+    assert component.alignment_mode == "contract" and component.model == str(tmp_path / "pipeline" / "zhner")
+    assert [_ents(doc) for doc in loaded.pipe(TEXTS)] == before
+
+
+def test_bad_settings_name_the_field(model):
+    with pytest.raises(ZhnerError, match=r"components.zhner.alignment_mode: alignment_mode must be one of"):
+        spacy.blank("zh").add_pipe("zhner", config={"model": model, "alignment_mode": "nearest"})
+    with pytest.raises(ZhnerError, match=r"components.zhner.runtime: runtime must be one of torch, onnx"):
+        spacy.blank("zh").add_pipe("zhner", config={"model": model, "runtime": "tf"})
+    assert make_zhner.__name__ == "make_zhner" and ZhnerEntities  # the factory is what the entry point names
+
+
+def test_onnx_runtime_component(tmp_path, shared_data):
+    pytest.importorskip("onnxscript")
+    from zhner.cli import resolve_config
+    from zhner.config import load_config
+    from zhner.export import export_onnx
+    from zhner.train.trainer import train
+
+    out = tmp_path / "model"
+    overrides = ["model.heads=2", "model.head_dim=8", "model.layers=1", "data.max_train_sentences=100",
+                 "data.max_eval_sentences=8", "train.epochs=2", "train.optimizer=adamw", "train.lr=0.005"]
+    train(load_config(resolve_config("tener_resume"), overrides), out, log=lambda _: None)
+    tagger = Tagger.load(out)
+    export_onnx(tagger, out / "model.onnx")
+    texts = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作，电话13812345678。"]
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("zhner", config={"model": str(out), "runtime": "onnx"})
+    assert type(nlp.get_pipe("zhner").tagger).__name__ == "RuntimeTagger"
+    got = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    assert got == [[(e["start"], e["end"], e["type"]) for e in row] for row in tagger.predict(texts)]
+    nlp.to_disk(tmp_path / "pipeline")
+    assert (tmp_path / "pipeline" / "zhner" / "model.onnx").is_file()

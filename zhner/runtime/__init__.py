@@ -1,0 +1,23 @@
+"""A torch-free runtime for exported taggers: numpy, onnxruntime and the model directory's own files.
+
+`zhner export DIR` writes DIR/model.onnx (the model's emissions and CRF scores); this package tags text with it without
+importing torch or zhner's models, so a deployment needs only `pip install 'zhner[onnx]'` (numpy + onnxruntime):
+
+    from zhner.runtime import RuntimeTagger
+    RuntimeTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
+
+Its modules import nothing heavier than numpy: `features` (characters, bigrams, lexicon words, BERT's character pieces
+as the graph's inputs), `matcher` (lexicon matching in pure Python), `decoding` (Viterbi and span probabilities in
+numpy), `tagger` (the session, long-text cutting and stitching as Tagger.predict does them).
+"""
+from __future__ import annotations
+
+__all__ = ["RuntimeTagger"]
+
+
+def __getattr__(name: str):
+    if name == "RuntimeTagger":  # onnxruntime is imported only when a tagger is asked for
+        from zhner.runtime.tagger import RuntimeTagger
+
+        return RuntimeTagger
+    raise AttributeError(name)

@@ -1,0 +1,109 @@
+"""The graph's inputs from raw characters, in numpy: what zhner.models.fields builds in torch for the fields an exported
+character tagger reads (chars, bigrams, lexicon, BERT's character pieces), from the same vocab.json and lexicon.txt.
+Every batch has mask [B, L] (True = a real character); see zhner.models.fields for the other keys."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from zhner.data.vocab import Vocab, bigrams, normalize_char
+from zhner.data.wordpiece import CLS, PAD, SEP, UNK
+from zhner.errors import ZhnerError
+from zhner.runtime.matcher import WordMatcher
+
+FORMAT = 2  # vocab.json's layout (zhner.models.inputs.FORMAT)
+SUPPORTED = ("chars", "bigrams", "lexicon", "pieces")
+
+
+def pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> np.ndarray:
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for b, row in enumerate(rows):
+        out[b, : len(row)] = row
+    return out
+
+
+class Features:
+    """Encodes characters as the graph's inputs; built from vocab.json's "fields" (and lexicon.txt for lattice models)."""
+
+    def __init__(self, fields: dict, matcher: WordMatcher | None):
+        unknown = sorted(set(fields) - set(SUPPORTED))
+        if unknown:
+            raise ZhnerError(
+                f"this model reads {', '.join(unknown)}, which the torch-free runtime does not build: "
+                "run it with zhner.export.OnnxTagger (PyTorch installed)"
+            )
+        self.fields = fields
+        self.chars = self._vocab("chars")
+        self.bigram_vocab = self._vocab("bigrams")
+        self.matcher = matcher
+        lexicon = fields.get("lexicon")
+        self.words = Vocab.from_list(lexicon["words"]) if lexicon and lexicon.get("words") is not None else None
+        pieces = fields.get("pieces")
+        if pieces is not None and pieces.get("unit", "char") != "char":
+            raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
+        self.pieces = dict(pieces["vocab"]) if pieces is not None else None
+        self.lowercase = bool(pieces.get("lowercase", True)) if pieces is not None else True
+
+    def _vocab(self, name: str) -> Vocab | None:
+        field = self.fields.get(name)
+        return Vocab.from_list(field["vocab"]) if field is not None else None
+
+    @classmethod
+    def from_directory(cls, vocab: dict, directory: Path) -> "Features":
+        """The features of a model directory's parsed vocab.json (format 2)."""
+        if vocab.get("format") != FORMAT or not isinstance(vocab.get("fields"), dict):
+            raise ZhnerError("an older vocab.json layout: load and save the model with zhner.Tagger once to upgrade it",
+                             directory / "vocab.json")
+        if vocab.get("unit", "char") != "char":
+            raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
+        matcher = WordMatcher.load(directory / "lexicon.txt") if "lexicon" in vocab["fields"] else None
+        return cls(vocab["fields"], matcher)
+
+    def produces(self) -> set[str]:
+        """The input names `batch` builds."""
+        names = {"mask"}
+        names |= {"chars"} if self.chars is not None else set()
+        names |= {"bigrams"} if self.bigram_vocab is not None else set()
+        names |= {"word_mask", "word_starts", "word_ends"} if self.matcher is not None else set()
+        names |= {"words"} if self.words is not None else set()
+        return names | ({"bert_ids"} if self.pieces is not None else set())
+
+    def batch(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The inputs of a batch of non-empty texts (one character per token)."""
+        lengths = [len(t) for t in texts]
+        width = max(lengths)
+        batch = {"mask": np.arange(width)[None, :] < np.asarray(lengths)[:, None]}
+        if self.chars is not None:
+            batch["chars"] = pad([self.chars.encode(self._normalized("chars", t)) for t in texts], width)
+        if self.bigram_vocab is not None:
+            batch["bigrams"] = pad([self.bigram_vocab.encode(bigrams(self._normalized("bigrams", t))) for t in texts], width)
+        if self.matcher is not None:
+            batch.update(self._lattice(texts))
+        if self.pieces is not None:
+            batch["bert_ids"] = self._pieces(texts)
+        return batch
+
+    def _normalized(self, field: str, text: str) -> list[str]:
+        digits = bool(self.fields[field].get("normalize_digits", False))
+        return [normalize_char(c, digits) for c in text]
+
+    def _lattice(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        matches = [self.matcher.match(t) for t in texts]
+        counts = [len(m) for m in matches]
+        width = max(1, max(counts))  # W >= 1: no model meets an empty dimension
+        out = {
+            "word_mask": np.arange(width)[None, :] < np.asarray(counts)[:, None],
+            "word_starts": pad([[s for s, _, _ in m] for m in matches], width),
+            "word_ends": pad([[e - 1 for _, e, _ in m] for m in matches], width),
+        }
+        if self.words is not None:
+            out["words"] = pad([self.words.encode(w for _, _, w in m) for m in matches], width)
+        return out
+
+    def _pieces(self, texts: Sequence[str]) -> np.ndarray:
+        vocab = self.pieces
+        unk, cls, sep = vocab[UNK], vocab[CLS], vocab[SEP]
+        rows = [[cls, *(vocab.get(c.lower() if self.lowercase else c, unk) for c in t), sep] for t in texts]
+        return pad(rows, max(len(r) for r in rows), vocab.get(PAD, 0))

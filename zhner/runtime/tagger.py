@@ -1,0 +1,174 @@
+"""RuntimeTagger: an exported tagger (DIR/model.onnx) run by onnxruntime with numpy features and decoding, no torch.
+
+Its `predict` is Tagger.predict's: texts longer than the piece size the export recorded are cut at sentence ends (an
+over-long sentence into overlapping windows) and the spans stitched back; pieces of all texts are tagged together in
+length-sorted batches; `confidence=True` adds each entity's probability under the CRF."""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from zhner.data.batching import budget_batches
+from zhner.data.example import check_positive, text_list
+from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
+from zhner.data.schemes import tags_to_spans
+from zhner.errors import ZhnerError
+from zhner.fileio import model_directory, read_model_mapping
+from zhner.runtime.decoding import SentenceCRF, entity, viterbi
+from zhner.runtime.features import Features
+
+ONNX_FILE = "model.onnx"
+# FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): batches of at most this many sentences x length^2
+ONNX_MAX_CELLS = 250_000
+PIECE_CHARS_KEY = "zhner.piece_chars"  # the export's metadata: the longest piece the PyTorch tagger tags whole
+Piece = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class RuntimeTask:
+    """The task of the model directory (vocab.json's "task"): tagging with `labels` in `scheme`."""
+
+    labels: list[str]
+    scheme: str
+    kind: str = "tagging"
+
+
+def session(path: Path, threads: int = 1):
+    """An onnxruntime CPU session of the graph at `path`; a missing or unreadable file is an error naming it."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ZhnerError("running an ONNX model needs onnxruntime: pip install 'zhner[onnx]'") from None
+    if not path.is_file():
+        raise ZhnerError("no such ONNX file (write it with: zhner export MODEL_DIR)", path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for unreadable graphs
+        raise ZhnerError(f"cannot load this ONNX model ({type(exc).__name__})", path) from None
+
+
+class RuntimeTagger:
+    """A model directory's exported tagger: `predict(texts)` gives Tagger.predict's entities, without torch."""
+
+    def __init__(self, session, features: Features, task: RuntimeTask, piece_chars: int = PIECE_CHARS):
+        self.session, self.featurizer, self.task = session, features, task
+        self.input_names = [i.name for i in session.get_inputs()]
+        missing = [name for name in self.input_names if name not in features.produces()]
+        if missing:
+            raise ZhnerError(
+                f"the graph reads {', '.join(missing)}, which the torch-free runtime does not build: "
+                "run it with zhner.export.OnnxTagger (PyTorch installed)"
+            )
+        self._piece_chars = piece_chars
+
+    @classmethod
+    def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
+        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx)."""
+        directory = model_directory(directory)
+        vocab = read_model_mapping(directory / "vocab.json", json.loads, (ValueError,))
+        try:
+            task = vocab["task"]
+            if task.get("kind") != "tagging":
+                raise ZhnerError("the torch-free runtime runs taggers; load a classifier with zhner.export.load_onnx",
+                                 directory / "vocab.json")
+            runtime_task = RuntimeTask(list(task["labels"]), str(task["scheme"]))
+            features = Features.from_directory(vocab, directory)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / "vocab.json") from None
+        path = Path(onnx_path) if onnx_path is not None else directory / ONNX_FILE
+        graph = session(path, threads)
+        return cls(graph, features, runtime_task, _piece_chars(graph, path))
+
+    @property
+    def has_crf(self) -> bool:
+        """Whether the graph returns CRF scores (confidences need them) besides the emissions."""
+        return len(self.session.get_outputs()) == 4
+
+    @property
+    def tags(self) -> list[str]:
+        return self.task.labels
+
+    def piece_chars(self) -> int:
+        """The longest piece `predict` tags whole (recorded at export from the PyTorch tagger's)."""
+        return self._piece_chars
+
+    def split(self, text: str) -> list[Piece]:
+        return split_long_text(text, self._piece_chars, min(OVERLAP, self._piece_chars // 4))
+
+    def record(self, text: str, prediction: list[dict]) -> dict:
+        return {"text": text, "entities": prediction}
+
+    def predict(self, texts: Iterable[str], batch_size: int = 32, confidence: bool = False) -> list[list[dict]]:
+        """Entities in each text: [{"type", "start", "end", "text"(, "score")}], character offsets, end exclusive."""
+        texts = text_list(texts)
+        check_positive("batch_size", batch_size)
+        if not isinstance(confidence, bool):
+            raise TypeError(f"confidence must be True or False, not {confidence!r}")
+        pieces = [self.split(text) for text in texts]
+        chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
+        spans = iter(self.piece_spans(chunks, batch_size, confidence))
+        return [[entity(text, *s) for s in stitch(tp, [next(spans) for _ in tp])] for text, tp in zip(texts, pieces)]
+
+    def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
+        """(start, end, type(, probability)) spans of each chunk, tagged in length-sorted batches."""
+        out: list[list[tuple]] = [[] for _ in chunks]
+        lengths = [len(c) for c in chunks]
+        for idx in budget_batches(lengths, batch_size, ONNX_MAX_CELLS):
+            todo = [i for i in idx if lengths[i] > 0]
+            if todo:
+                spans = self._batch_spans([chunks[i] for i in todo], confidence)
+                for i, found in zip(todo, spans):
+                    out[i] = found
+        return out
+
+    def _batch_spans(self, chunks: list[str], confidence: bool) -> list[list[tuple]]:
+        batch = self.featurizer.batch(chunks)
+        outputs = self.session.run(None, {name: batch[name] for name in self.input_names})
+        lengths = [len(c) for c in chunks]
+        if len(outputs) == 1:  # a softmax head: the best tag per character
+            if confidence:
+                raise ZhnerError("confidences need a CRF head; this model has a softmax head")
+            paths = [row[:n].tolist() for row, n in zip(outputs[0].argmax(-1), lengths)]
+        else:
+            emissions, start, trans, end = outputs
+            paths = viterbi(emissions, lengths, start, trans, end)
+        labels = self.task.labels
+        spans = [tags_to_spans([labels[t] for t in path], self.task.scheme, strict=True) for path in paths]
+        if not confidence:
+            return spans
+        return [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
+                for b, n in enumerate(lengths)]
+
+    def _scored(self, crf: SentenceCRF, path: list[int], spans: list[tuple], n: int) -> list[tuple]:
+        """Each span with P(its characters carry exactly its tags); in BIO minus P(the next one continues it), as
+        Tagger._scored_spans computes it."""
+        index = {t: i for i, t in enumerate(self.tags)}
+        scored = []
+        for start, end, label in spans:
+            p = math.exp(crf.subpath_log_prob(start, path[start:end]))
+            inside = index.get(f"I-{label}")
+            if self.task.scheme == "bio" and end < n and inside is not None:
+                p -= math.exp(crf.subpath_log_prob(start, path[start:end] + [inside]))
+            scored.append((start, end, label, min(1.0, max(0.0, p))))
+        return scored
+
+
+def _piece_chars(graph, path: Path) -> int:
+    value = graph.get_modelmeta().custom_metadata_map.get(PIECE_CHARS_KEY)
+    if value is None:  # exported before the key was written: Tagger's default
+        return PIECE_CHARS
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size < 4:
+        raise ZhnerError(f"malformed metadata {PIECE_CHARS_KEY}={value!r}", path)
+    return size
+
