@@ -77,7 +77,7 @@ def test_runtime_tags_like_pytorch(exported):
     assert len(texts[-1]) > 3 * tagger.piece_chars()
     runtime = RuntimeTagger.load(out)
     assert runtime.piece_chars() == tagger.piece_chars()
-    expected, got = tagger.predict(texts), runtime.predict(texts, batch_size=7)
+    expected, got = tagger.predict(texts, confidence=False), runtime.predict(texts, batch_size=7)
     assert sum(map(len, expected)) > 300  # a model that tags entities, so that equality means something
     assert got == expected
 

@@ -16,7 +16,7 @@ import numpy as np
 from zhner.data.batching import budget_batches
 from zhner.data.example import check_positive, text_list
 from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
-from zhner.data.schemes import tags_to_spans
+from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import model_directory, read_model_mapping
 from zhner.runtime.decoding import SentenceCRF, entity, viterbi
@@ -141,10 +141,11 @@ class RuntimeTagger:
             paths = viterbi(emissions, lengths, start, trans, end)
         labels = self.task.labels
         spans = [tags_to_spans([labels[t] for t in path], self.task.scheme, strict=True) for path in paths]
-        if not confidence:
-            return spans
-        return [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
-                for b, n in enumerate(lengths)]
+        if confidence:
+            spans = [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
+                     for b, n in enumerate(lengths)]
+        # as Tagger.predict: no entity begins or ends on whitespace or an emoji (scored on the span the model decoded)
+        return [trim_spans(list(chunk), found) for chunk, found in zip(chunks, spans)]
 
     def _scored(self, crf: SentenceCRF, path: list[int], spans: list[tuple], n: int) -> list[tuple]:
         """Each span with P(its characters carry exactly its tags); in BIO minus P(the next one continues it), as
