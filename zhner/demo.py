@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,7 +54,7 @@ def run_demo(output: Path, minutes: float) -> None:
     say("Step 3 of 3: the entities it finds in three sentences (type, characters start-end, text):")
     show(Tagger.load(output))
     say()
-    say(f"Try it yourself: zhner predict -m {output} -   then type a sentence and press Enter (Ctrl-D to end).")
+    say(f"Try it yourself: {command_name()} predict -m {output} -   then type a sentence and press Enter (Ctrl-D to end).")
     shipped = default_model_dir()
     if shipped is not None:  # a fresh clone has none until it is trained (configs/flat_general.yaml)
         tagger = Tagger.load(shipped)
@@ -61,6 +63,16 @@ def run_demo(output: Path, minutes: float) -> None:
             "on the same sentences:")
         show(tagger)
         say("It is the default of `zhner predict` (no -m) and of zhner.load() in Python.")
+
+
+def command_name() -> str:
+    """How the user can call zhner again: `zhner` when that name on the PATH is this program, else the path it was
+    started by (`make demo` runs .venv/bin/zhner, which is not on the PATH until the environment is activated)."""
+    started = Path(sys.argv[0])
+    if started.name != "zhner":  # python -m zhner.cli, or a test
+        return "zhner"
+    on_path = shutil.which("zhner")
+    return "zhner" if on_path and Path(on_path).resolve() == started.resolve() else str(started)
 
 
 def describe_shipped(metrics: dict, data: dict) -> str:
