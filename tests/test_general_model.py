@@ -104,7 +104,8 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     assert default_model_dir() is None
     src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
     src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
-    options = {"confidence": False, "nbest": 0, "input_format": "auto", "text": None, "device": "cpu", "on_error": "fail"}  # typer's defaults
+    options = {"confidence": False, "nbest": 0, "input_format": "auto", "text": None, "device": "cpu", "on_error": "fail",
+               "engine": "local", "workers": 2, "runtime": "torch"}  # typer's defaults
     with pytest.raises(ZhnerError, match="ships no default model"):
         predict(str(src), None, dest, "jsonl", 32, None, **options)
 
