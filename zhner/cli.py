@@ -119,7 +119,8 @@ def train(
 
     output = output_path(output)  # typer would read '' as '.'
     cfg = load_config(resolve_config(config), set_, recipe)
-    check_output_dir(output)
+    if os.environ.get("RANK", "0") == "0":  # under torchrun process 0 alone touches OUTPUT (a probe of each would race)
+        check_output_dir(output)
     _device(device)  # a bad --device fails before the data is loaded
     _set_threads(cfg.train.threads)
     if seeds == 1:

@@ -522,13 +522,15 @@ def train(
     if not ctx.is_main:
         log, progress = (lambda _: None), False
     out_dir = output_path(out_dir, "out_dir") if isinstance(out_dir, str) else out_dir  # Path("") would be "."
-    check_output_dir(out_dir)
+    if ctx.is_main:  # the others never touch the directory: their probe (create, then remove) would race process 0's
+        check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
     # process 0 holds the directory: a second training into it fails at once, not after loading the data
     with claimed(out_dir, (CHECKPOINT, LOG, METRICS)) if ctx.is_main else nullcontext():
         run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
-        out_dir.mkdir(parents=True, exist_ok=True)
+        if ctx.is_main:
+            out_dir.mkdir(parents=True, exist_ok=True)
         return _train_run(run, out_dir, ctx, progress, log, overwrite)
 
 
