@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
+from cli_runner import run_zhner
 from conftest import REPO, TINY_TENER
 
 
 def zhner(*args, stdin=None, cwd=REPO):
-    return subprocess.run(
-        [sys.executable, "-m", "zhner.cli", *(a if isinstance(a, bytes) else str(a) for a in args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
-    )
+    """`zhner ARGS` in its own process (forked from a zygote with torch imported: tests/cli_runner.py)."""
+    return run_zhner(*args, stdin=stdin, cwd=cwd)
 
 
 def assert_clean_error(res, *fragments):

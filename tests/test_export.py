@@ -1,11 +1,10 @@
 """ONNX export: the traceable emission paths equal the fast ones, numpy Viterbi equals the CRF's, and an exported tiny
 model of each kind (TENER, NFLAT, ATSSA, FLAT, BiLSTM-CRF) gives exactly the PyTorch tagger's spans on the whole Resume test set (477 sentences)."""
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from cli_runner import run_zhner
 from conftest import REPO, sized
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -105,9 +104,7 @@ def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, sh
               "train.optimizer=adamw", "train.lr=0.005"]
     out = tmp_path / "model"
     train(load_config(resolve_config(name), TINY[name] + common), out, log=lambda _: None)
-    res = subprocess.run([sys.executable, "-m", "zhner.cli", "export", str(out), "-o", str(tmp_path / "m.onnx"),
-                          "--no-check"],
-                         capture_output=True, text=True, cwd=REPO)
+    res = run_zhner("export", out, "-o", tmp_path / "m.onnx", "--no-check", cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(tmp_path / "m.onnx")
 

@@ -5,14 +5,13 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import threading
 
 import pytest
 import torch
 
 import zhner.fileio as fileio
+from cli_runner import run_zhner
 from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -27,9 +26,7 @@ TEXTS = ["张三在北京大学工作。", "李四去了上海。", "王五是�
 
 
 def zhner(*args, cwd=REPO, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "zhner.cli", *map(str, args)], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=300
-    )
+    return run_zhner(*args, stdin=stdin, cwd=cwd)
 
 
 def one_line_error(res, *fragments):

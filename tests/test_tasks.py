@@ -4,13 +4,12 @@ directories saved before the contract still load."""
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
+from cli_runner import run_zhner
 from conftest import REPO, TINY_TENER
 import zhner
 from zhner.classifier import Classifier
@@ -137,19 +136,17 @@ def test_classifier_reads_long_text_in_windows(sst2_model):
 
 
 def test_classifier_evaluate_and_predict_cli(sst2_model, tmp_path):
-    cli = [sys.executable, "-m", "zhner.cli"]
-    scored = subprocess.run(cli + ["evaluate", str(sst2_model), "sst2", "--json"], cwd=REPO, capture_output=True, text=True)
+    scored = run_zhner("evaluate", sst2_model, "sst2", "--json", cwd=REPO)
     assert scored.returncode == 0, scored.stderr
     assert set(json.loads(scored.stdout)) >= {"accuracy", "mcc", "macro_f1"}
     (tmp_path / "in.jsonl").write_text('{"id": 7, "text": "a gorgeous film ."}\n', encoding="utf-8")
-    run = subprocess.run(cli + ["predict", str(tmp_path / "in.jsonl"), "-m", str(sst2_model)], cwd=REPO, capture_output=True, text=True)
+    run = run_zhner("predict", tmp_path / "in.jsonl", "-m", sst2_model, cwd=REPO)
     assert run.returncode == 0, run.stderr
     record = json.loads(run.stdout)
     assert record["id"] == 7 and record["label"] in ("0", "1") and set(record["scores"]) == {"0", "1"}
-    bad = subprocess.run(cli + ["predict", "--text", "x", "-m", str(sst2_model), "--format", "conll"], cwd=REPO,
-                         capture_output=True, text=True)
+    bad = run_zhner("predict", "--text", "x", "-m", sst2_model, "--format", "conll", cwd=REPO)
     assert bad.returncode != 0 and "for taggers" in bad.stderr and "Traceback" not in bad.stderr
-    wrong = subprocess.run(cli + ["evaluate", str(sst2_model), "conll2003"], cwd=REPO, capture_output=True, text=True)
+    wrong = run_zhner("evaluate", sst2_model, "conll2003", cwd=REPO)
     assert wrong.returncode != 0 and "classification model" in wrong.stderr and "Traceback" not in wrong.stderr
 
 
