@@ -17,8 +17,9 @@ setup: $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/zhner demo
 
+# two processes, one per core; a file's tests stay in one process (they share module fixtures: trained tiny models)
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n 2 --dist loadfile tests
 
 clean:
 	rm -rf $(VENV) build site *.egg-info
