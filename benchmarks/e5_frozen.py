@@ -1,7 +1,8 @@
 """Frozen-and-memoised e5-small against fine-tuning (issue 34), from results files.
 
-    python benchmarks/e5_frozen.py timings NAME DEVICE RUN_DIR ...   # epoch times and device into results/NAME.json
-    python benchmarks/e5_frozen.py                             # writes results/e5_frozen.json, prints the table
+    python benchmarks/e5_frozen.py timings NAME DEVICE RUN_DIR ... # epoch times and device into results/NAME.json
+    python benchmarks/e5_frozen.py recorded NAME DIR              # DIR/seeds.json of results/NAME.json, for zhner compare
+    python benchmarks/e5_frozen.py                                # writes results/e5_frozen.json, prints the table
 
 A frozen run's first epoch encodes every training sentence (and its dev / test passes every dev and test sentence);
 later epochs read the memo. `timings` keeps, per seed (in the results file's seed order), the first epoch's seconds
@@ -55,12 +56,23 @@ def add_timings(name: str, device: str, run_dirs: list[Path]) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def write_recorded(name: str, directory: Path) -> None:
+    """The per-seed scores a results file recorded as a run set's seeds.json: `zhner compare` reads it like the
+    seeds.json of `zhner train --seeds` (for runs whose directories are gone, such as the GPU runs)."""
+    r = read(name)
+    runs = [{"model": r["model"], "dataset": r["dataset"], "seed": seed, "dev": dev, "test": test}
+            for seed, dev, test in zip(r["seeds"], r["per_seed_dev"], r["per_seed_test"])]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "seeds.json").write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
+
+
 def row(name: str) -> dict:
     """A results file's means, and its time per epoch: the frozen runs' first / later epochs, or the whole run's mean."""
     r = read(name)
     out = {"name": name, "seeds": r["seeds"], "test": r["test"]["f1_strict"], "test_std": r["test_std"]["f1_strict"],
            "dev": r["dev"]["f1_strict"], "device": r.get("device", "NVIDIA H200 (shared)" if "cuda" in r["command"] else "CPU"),
-           "sentences_per_s": r["train_sentences_per_s"]}
+           "sentences_per_s": r["train_sentences_per_s"], "epochs": r["epochs"][0],
+           "run_s": round(statistics.fmean(r["train_seconds"]), 1)}
     if "epoch_timing" in r:
         t = r["epoch_timing"]
         for key in ("first_epoch_s", "later_epoch_s", "first_sentences_per_s", "later_sentences_per_s"):
@@ -81,23 +93,26 @@ def pair(frozen: str, tuned: str, what: str) -> dict:
 
 def table(result: dict) -> str:
     """The pairs as a markdown table (the docs site's `e5-frozen` part)."""
-    lines = ["| model | encoder | device | seeds | dev F1 | test F1 | train sent/s | s per epoch | frozen − fine-tuned (p) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | encoder | device | seeds | dev F1 | test F1 | train sent/s | s per epoch | epochs, s per run | "
+             "frozen − fine-tuned (p) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for p in result["pairs"]:
         f, t = p["frozen"], p["fine_tuned"]
         seeds = ", ".join(map(str, f["seeds"]))
         lines.append(f"| {p['what']} | fine-tuned | {t['device']} | {', '.join(map(str, t['seeds']))} | {t['dev']:.2f} | "
-                     f"{t['test']:.2f} ± {t['test_std']:.2f} | {t['sentences_per_s']} | {t['epoch_s']} | |")
+                     f"{t['test']:.2f} ± {t['test_std']:.2f} | {t['sentences_per_s']} | {t['epoch_s']} | {t['epochs']}, {t['run_s']} | |")
         lines.append(f"| {p['what']} | frozen, memoised | {f['device']} | {seeds} | {f['dev']:.2f} | "
                      f"{f['test']:.2f} ± {f['test_std']:.2f} | {f['first_sentences_per_s']} (epoch 1), "
                      f"{f['later_sentences_per_s']} (later) | {f['first_epoch_s']} (epoch 1), {f['later_epoch_s']} (later) | "
-                     f"{p['mean_diff']:+.2f} ({p['p']}) |")
+                     f"{f['epochs']}, {f['run_s']} | {p['mean_diff']:+.2f} ({p['p']}) |")
     return "\n".join(lines)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["timings"]:
         add_timings(sys.argv[2], sys.argv[3], [Path(d) for d in sys.argv[4:]])
+        return
+    if sys.argv[1:2] == ["recorded"]:
+        write_recorded(sys.argv[2], Path(sys.argv[3]))
         return
     pairs = [pair(*p) for p in PAIRS if (RESULTS / f"{p[0]}.json").is_file()]
     out = {"metric": "test strict F1", "test": "two-sided paired t-test over the common seeds", "pairs": pairs}
