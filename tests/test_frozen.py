@@ -73,6 +73,9 @@ def test_without_the_memo_the_frozen_encoder_runs_every_row_and_agrees(tiny_sp_b
     assert torch.equal(direct[0], memo[0]) and torch.equal(direct[1, :2], memo[1, :2])
     features.load_state_dict(features.state_dict())
     assert len(features.memo) == 0  # weights loaded: the memo starts again
+    features(ids, lengths)
+    features.model.load_pretrained_weights(load_pretrained(tiny_sp_bert).weights)  # into the encoder alone
+    assert len(features.memo) == 0
 
 
 def test_a_trainable_encoder_is_not_memoised_and_trains(tiny_sp_bert):

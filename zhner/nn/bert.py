@@ -525,7 +525,12 @@ class BertCharFeatures(nn.Module):
                     module.get_parameter(name).requires_grad_(True)
         self.memo = RowMemo()  # a frozen encoder's outputs by row; not part of the state
         self.use_memo = True  # false: a frozen encoder runs on every row (see memo_disabled)
-        self.register_load_state_dict_post_hook(lambda module, keys: module.memo.clear())  # new weights: new outputs
+        # new weights, new outputs: loading into this module, a model holding it, or the encoder alone (the trainer's
+        # load_pretrained_weights) empties the memo
+        self.model.register_load_state_dict_post_hook(self._weights_loaded)
+
+    def _weights_loaded(self, module: nn.Module, keys: object) -> None:
+        self.memo.clear()
 
     @property
     def frozen(self) -> bool:
