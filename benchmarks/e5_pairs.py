@@ -20,6 +20,7 @@ PAIRS = [  # (A, B, what A - B measures)
     ("nflat_resume_e5", "nflat_resume", "NFLAT + e5-small against NFLAT (50-epoch SGD, CPU runs)"),
     ("flat_weibo_e5", "flat_weibo_gpu", "FLAT + e5-small against FLAT, both on the same GPU"),
     ("flat_weibo_e5", "flat_weibo", "FLAT + e5-small against FLAT (CPU runs)"),
+    ("flat_weibo_e5_frozen", "flat_weibo", "FLAT + frozen e5-small (20 epochs AdamW) against FLAT (50 epochs SGD), both CPU runs"),
     ("nflat_weibo_e5", "nflat_weibo", "NFLAT + e5-small against NFLAT (CPU runs)"),
     ("flat_msra_e5", "flat_msra", "FLAT + e5-small (2 epochs) against FLAT (10 epochs AdamW), MSRA"),
     ("nflat_msra_e5", "nflat_msra", "NFLAT + e5-small (2 epochs) against NFLAT, MSRA"),

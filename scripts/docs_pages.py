@@ -76,6 +76,10 @@ def e5_pairs() -> str:
     return _benchmark("e5_pairs").table(_result("e5", "pairs")) + _source("e5_pairs.json")
 
 
+def e5_frozen() -> str:
+    return _benchmark("e5_frozen").table(_result("e5", "frozen")) + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
+
+
 def cli_reference() -> str:
     """`zhner --help` and the --help of every command, as the installed CLI prints them (plain text, 100 columns)."""
     import typer.core
@@ -137,6 +141,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "speed": speed_table,
     "length-sweep": length_sweep,
     "e5-pairs": e5_pairs,
+    "e5-frozen": e5_frozen,
     "cli-reference": cli_reference,
     "openapi": openapi_reference,
 }

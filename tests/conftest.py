@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -43,6 +44,31 @@ TINY_TENER = [
     "train.batch_size=8",
     "train.lr=0.01",
 ]
+
+
+# -- a tiny SentencePiece BERT (tests/test_e5.py, tests/test_frozen.py) ----------------------------------------------
+@pytest.fixture(scope="session")
+def tiny_sp_bert(tmp_path_factory, shared_data):
+    """A random 2-layer BERT over a SentencePiece-style vocabulary (bare and marked pieces, scores in sentencepiece.json)
+    made of Resume's characters: what e5-small's directory looks like, 1000 times smaller."""
+    from safetensors.torch import save_file
+
+    from zhner.data.sentencepiece import MARK
+    from zhner.nn.bert import BertModel
+
+    directory = tmp_path_factory.mktemp("tiny_sp_bert")
+    chars = sorted({c for line in (shared_data / "resume_ner" / "train.char.bmes").read_text(encoding="utf-8").splitlines()[:3000]
+                    for c in line.split(" ")[:1] if c.strip()})
+    pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]"] + [c for c in chars[::2]] + [MARK + c for c in chars[1::3]] + ["▁extra"]
+    torch.manual_seed(0)
+    config = {"vocab_size": len(pieces) + 7, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 32, "max_position_embeddings": 64, "pad_token_id": 1, "model_type": "bert"}
+    save_file(BertModel(config).state_dict(), str(directory / "model.safetensors"))
+    (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (directory / "vocab.txt").write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
+    scores = [[p, -float(len(p))] for p in pieces]
+    (directory / "sentencepiece.json").write_text(json.dumps({"pieces": scores}, ensure_ascii=False), encoding="utf-8")
+    return directory
 
 
 # -- shared checks of the lattice models (FLAT, NFLAT) ---------------------------------------------------------------------

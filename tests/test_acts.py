@@ -221,15 +221,15 @@ def test_frozen_english_side_is_computed_once_per_translation(shared_data):
     }
     encoder.train()
     first = encoder(batch)
-    assert len(encoder.memo) == 2 and encoder.bert.training  # the mode is given back
+    assert len(encoder.bert.memo) == 2 and encoder.bert.model.training  # the mode is given back
     encoder.bert.eval()
     with torch.no_grad():
-        direct = encoder.bert(batch["en_ids"], batch["en_pieces"])  # [2, 2, 16]
-    memo = encoder.frozen_pieces(batch["en_ids"], batch["en_pieces"])
+        direct = encoder.bert.encode(batch["en_ids"], batch["en_pieces"])  # [2, 2, 16]
+    memo = encoder.bert(batch["en_ids"], batch["en_pieces"])
     assert torch.allclose(memo[0], direct[0], atol=1e-2) and torch.allclose(memo[1, :1], direct[1, :1], atol=1e-2)  # float16
     assert memo[1, 1:].abs().sum() == 0  # padding pieces are zero (APW and first-piece never read them)
     calls = []
-    encoder.bert.register_forward_hook(lambda *a: calls.append(1))
+    encoder.bert.model.register_forward_hook(lambda *a: calls.append(1))  # the encoder itself
     swapped = {k: v.flip(0) for k, v in batch.items()}  # the same two translations in the other order: no BERT call
     again = encoder(swapped)
     assert calls == [] and torch.allclose(again.flip(0), first)
@@ -302,22 +302,22 @@ def test_pieces_of_a_cut_text_get_the_given_translation_or_the_translator(shared
 
 
 def test_frozen_memo_evicts_without_losing_a_batch_row(shared_data, monkeypatch):
-    import zhner.models.modeling_acts as acts
+    import zhner.nn.memo as memo
 
     english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
     english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
     config = ACTSConfig(heads=2, head_dim=8, char_dim=8, bigram_dim=0, english_bert_config=english, english_trainable=False,
                         vocab_sizes={"chars": 10}, labels=["O", "S-X"])
     encoder = ACTS(config).english.eval()
-    monkeypatch.setattr(acts, "MEMO_TRANSLATIONS", 2)
+    monkeypatch.setattr(memo, "MEMO_ROWS", 2)
     one = lambda *ids: (torch.tensor([[101, *ids, 102]]), torch.tensor([len(ids)]))  # noqa: E731
-    a, b = encoder.frozen_pieces(*one(200)), encoder.frozen_pieces(*one(300))
-    assert len(encoder.memo) == 2
+    a, b = encoder.bert(*one(200)), encoder.bert(*one(300))
+    assert len(encoder.bert.memo) == 2
     ids, lengths = torch.tensor([[101, 200, 102], [101, 400, 102]]), torch.tensor([1, 1])  # a seen, c new: the memo is full
-    both = encoder.frozen_pieces(ids, lengths)
-    assert torch.equal(both[0], a[0]) and len(encoder.memo) == 1  # evicted, yet the seen row was kept for this batch
+    both = encoder.bert(ids, lengths)
+    assert torch.equal(both[0], a[0]) and len(encoder.bert.memo) == 1  # evicted, yet the seen row was kept for this batch
     encoder.load_state_dict(encoder.state_dict())
-    assert encoder.memo == {} and torch.equal(encoder.frozen_pieces(*one(300)), b)  # new weights: the memo starts again
+    assert len(encoder.bert.memo) == 0 and torch.equal(encoder.bert(*one(300)), b)  # new weights: the memo starts again
 
 
 def test_predict_cli_reads_a_translation_per_jsonl_record(shared_data, tmp_path):

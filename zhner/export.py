@@ -9,8 +9,8 @@ same recursion and tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. OnnxTagger f
 (torch tensors, every field); zhner.runtime.RuntimeTagger runs the same graph with no torch at all (character models;
 the piece size it cuts long text at is written into the graph's metadata here). Featurization (vocabularies, lexicon
 matching) comes from the model directory, as for Tagger. ACT-S's graph takes the translation field's tensors too (the
-English pieces, their words, the word mask; `traceable_emissions` runs the frozen English BERT in the graph instead of its
-memo).
+English pieces, their words, the word mask). A frozen BERT (ACT-S's English side, a frozen character encoder) runs in the
+graph instead of reading its memo (`zhner.nn.bert.memo_disabled`), rounded to float16 as the memo keeps its outputs.
 
     zhner export runs/flat_resume               # -> runs/flat_resume/model.onnx
     OnnxTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
@@ -30,7 +30,7 @@ from torch import nn
 
 from zhner.errors import ZhnerError
 from zhner.fileio import staged_path, writing
-from zhner.nn.bert import BertCharFeatures
+from zhner.nn.bert import BertCharFeatures, memo_disabled
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.runtime.decoding import viterbi
@@ -110,7 +110,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET) -> Path:
     with writing(path):  # an output folder that cannot be made fails before the export's work
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with torch.no_grad(), warnings.catch_warnings(), _quiet():
+        with torch.no_grad(), warnings.catch_warnings(), _quiet(), memo_disabled(model):
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
                 graph,

@@ -51,7 +51,8 @@ class ACTSConfig(ModelConfig):
     english_bert: str = "minilm"
     english_bert_config: dict | None = None
     # false: the English BERT is a frozen feature extractor, run in eval mode once per distinct translation and its
-    # outputs kept in memory (float16, at most MEMO_TRANSLATIONS) -- several times faster to train; the paper fine-tunes it
+    # outputs kept in memory (float16, at most zhner.nn.memo.MEMO_ROWS) -- several times faster to train; the paper
+    # fine-tunes it
     english_trainable: bool = True
     english_weights: bool = True  # false: a randomly initialised BERT of the directory's config (with english_shape)
     english_shape: dict | None = None
@@ -80,59 +81,24 @@ def average_pool_words(pieces: torch.Tensor, word_of_piece: torch.Tensor, num_wo
     return total / member.sum(-1, keepdim=True).clamp(min=1)
 
 
-MEMO_TRANSLATIONS = 100_000  # frozen-English outputs kept at most (about 3 GB at 40 pieces x 384 in float16)
-
-
 class EnglishEncoder(nn.Module):
     """The translation's pieces -> English word vectors [B, Ew, D]: BERT (`self.bert`, so the trainer's bert_lr applies),
     then APW or the first piece, then a projection to the Chinese width D. A frozen BERT (english_trainable false) is a
-    deterministic function of the pieces, so its outputs are computed once per distinct translation (`frozen_pieces`)."""
+    deterministic function of the pieces: BertCharFeatures computes its outputs once per distinct translation (its
+    memo, zhner.nn.memo)."""
 
     def __init__(self, config: ACTSConfig, d_model: int):
         super().__init__()
         if config.english_bert_config is None:
             raise ValueError("ACTSConfig.english_bert_config is not set (training copies it from model.english_bert)")
         self.bert = BertCharFeatures(config.english_bert_config, config.english_trainable)
-        self.frozen = not config.english_trainable
-        self.memo: dict[tuple[int, ...], torch.Tensor] = {}  # piece ids -> [P, He] float16; not part of the state
-        self.register_load_state_dict_post_hook(lambda module, keys: module.memo.clear())  # new weights: new outputs
         self.apw = config.apw
         self.proj = nn.Linear(self.bert.hidden, d_model)
 
-    def frozen_pieces(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """The frozen BERT's outputs [B, P, He] (eval mode, no dropout), from the memo where a row was seen before.
-        The memo is a plain dict: safe because a model runs on one thread (the service's model thread)."""
-        B, P = ids.shape[0], ids.shape[1] - 2
-        keys = [tuple(ids[b, : int(lengths[b]) + 2].tolist()) for b in range(B)]
-        rows = {b: self.memo[keys[b]] for b in range(B) if keys[b] in self.memo}  # taken before any eviction
-        new = [b for b in range(B) if b not in rows]
-        if new:
-            was_training = self.bert.training
-            self.bert.eval()
-            with torch.no_grad():
-                index = torch.tensor(new, device=ids.device)
-                width = int(lengths[index].max()) + 2
-                out = self.bert(ids[index, :width], lengths[index])  # [b, width - 2, He]
-            self.bert.train(was_training)
-            if len(self.memo) + len(new) > MEMO_TRANSLATIONS:  # a long-running service sees endless new texts
-                self.memo.clear()
-            for i, b in enumerate(new):
-                rows[b] = self.memo[keys[b]] = out[i, : int(lengths[b])].to(torch.float16)
-        pieces = ids.new_zeros(B, P, self.bert.hidden, dtype=self.proj.weight.dtype)  # [B, P, He]
-        for b, row in rows.items():
-            pieces[b, : row.shape[0]] = row.to(pieces.dtype)
-        return pieces
-
-    def forward(self, batch: dict[str, torch.Tensor], memo: bool = True) -> torch.Tensor:
-        """`memo` false runs a frozen BERT on every row (the traceable path, for ONNX export)."""
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = batch["en_ids"]  # [B, P + 2]
         P = ids.shape[1] - 2
-        if self.frozen and memo:
-            pieces = self.frozen_pieces(ids, batch["en_pieces"])  # [B, P, He]
-        elif self.frozen:  # rounded as the memo stores them, so that both paths give the same emissions
-            pieces = self.bert(ids, batch["en_pieces"]).to(torch.float16).to(self.proj.weight.dtype)  # [B, P, He]
-        else:
-            pieces = self.bert(ids, batch["en_pieces"])  # [B, P, He]
+        pieces = self.bert(ids, batch["en_pieces"])  # [B, P, He]; a frozen BERT's from its memo, padding pieces 0
         Ew = batch["en_word_mask"].shape[1]
         if self.apw:
             words = average_pool_words(pieces, batch["en_word_of_piece"][:, 1 : P + 1], Ew)  # [B, Ew, He]
@@ -177,15 +143,12 @@ class ACTS(SequenceTagger):
         cross = (2 * self.config.rounds) * attention_bytes(H, length, 2 * length)
         return super().inference_bytes(length) + attention_bytes(self.config.heads, length, length) * 2 + cross
 
-    def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.emissions(batch, memo=False)  # the frozen English memo is a Python dict: not part of a graph
-
-    def emissions(self, batch: dict[str, torch.Tensor], memo: bool = True) -> torch.Tensor:
+    def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask, en_mask = batch["mask"], batch["en_word_mask"]  # [B, n], [B, m]
         C = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, n, D]
         for layer in self.layers:
             C = layer(C, mask)
-        E = self.english(batch, memo)  # [B, m, D]
+        E = self.english(batch)  # [B, m, D]
         K, J = C, E
         for cn, en in zip(self.cn, self.en):
             K, J = cn(K, J, en_mask), en(J, K, mask)  # Eq. 12-13: both from round t-1

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,10 +29,11 @@ from torch import nn
 
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
+from zhner.nn.memo import RowMemo
 
 __all__ = [
     "CLS", "SEP", "PAD", "UNK", "BertConfig", "BertOutput", "BertSelfAttention", "BertModel", "SelfAttentionFactory",
-    "PretrainedBert", "load_pretrained", "read_vocab", "BertCharFeatures", "bert_token", "minilm_dir",
+    "PretrainedBert", "load_pretrained", "read_vocab", "BertCharFeatures", "bert_token", "minilm_dir", "memo_disabled",
 ]
 
 
@@ -499,6 +501,11 @@ class BertCharFeatures(nn.Module):
     Built from the config dict alone (saved in the model directory), so loading a trained model needs no checkpoint; the
     trainer copies the pretrained weights in once, before training (`zhner.train.trainer`). The encoder is `self.model`,
     so the state-dict keys are `model.` + Hugging Face's names, as in directories saved when this used transformers.
+
+    Frozen (`trainable` false, and no SLA / WLA gate in it): the encoder runs in eval mode (no dropout), without a
+    graph, and its outputs are memoised per distinct row of ids (`zhner.nn.memo.RowMemo`, float16), so each sentence
+    is encoded once; no gradient reaches it and the optimiser never sees its weights. `memo_disabled` runs it on every
+    row instead (ONNX export traces that path); both give the same float16-rounded outputs.
     """
 
     def __init__(self, bert_config: dict, trainable: bool = True, self_attention: SelfAttentionFactory | None = None):
@@ -516,10 +523,43 @@ class BertCharFeatures(nn.Module):
             for module in self.model.modules():
                 for name in getattr(module, "new_parameters", ()):
                     module.get_parameter(name).requires_grad_(True)
+        self.memo = RowMemo()  # a frozen encoder's outputs by row; not part of the state
+        self.use_memo = True  # false: a frozen encoder runs on every row (see memo_disabled)
+        # new weights, new outputs: loading into this module, a model holding it, or the encoder alone (the trainer's
+        # load_pretrained_weights) empties the memo
+        self.model.register_load_state_dict_post_hook(self._weights_loaded)
+
+    def _weights_loaded(self, module: nn.Module, keys: object) -> None:
+        self.memo.clear()
+
+    @property
+    def frozen(self) -> bool:
+        """No weight of the encoder trains: its outputs are a fixed function of the ids."""
+        return not any(p.requires_grad for p in self.model.parameters())
 
     def forward(self, bert_ids: torch.Tensor, lengths: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """`local_mask` [B, L + 2, L + 2] (SLA / WLA, True = may attend) goes to every layer's self-attention; a long
-        input's windows each get their block of it (`window_local_mask`)."""
+        """bert_ids [B, L + 2], lengths [B] -> [B, L, H]. `local_mask` [B, L + 2, L + 2] (SLA / WLA, True = may
+        attend) goes to every layer's self-attention; a long input's windows each get their block of it."""
+        if local_mask is not None or not self.frozen:
+            return self.encode(bert_ids, lengths, local_mask)
+        if self.use_memo:
+            return self.memo.features(bert_ids, lengths, self.frozen_encode, self.model.embeddings.word_embeddings.weight.dtype)
+        out = self.frozen_encode(bert_ids, lengths)  # [B, L, H]
+        return out.to(torch.float16).to(out.dtype)  # rounded as the memo keeps it, so that both paths agree
+
+    def frozen_encode(self, bert_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The frozen encoder in eval mode (no dropout), without a graph: [B, L, H] in float32."""
+        was_training = self.model.training
+        if was_training:
+            self.model.eval()
+        with torch.no_grad():
+            out = self.encode(bert_ids, lengths)
+        if was_training:
+            self.model.train()
+        return out
+
+    def encode(self, bert_ids: torch.Tensor, lengths: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder on every row, windowed past `self.window` characters: [B, L, H]."""
         B, L = bert_ids.shape[0], bert_ids.shape[1] - 2
         if L <= self.window:
             mask = torch.arange(L + 2, device=bert_ids.device)[None, :] < (lengths[:, None] + 2)  # [B, L+2]
@@ -563,3 +603,18 @@ class BertCharFeatures(nn.Module):
         out[rows, n + 1, :] = True  # [SEP] row
         out[rows, :, n + 1] = True  # [SEP] column
         return out  # [B, w + 2, w + 2]
+
+
+@contextmanager
+def memo_disabled(model: nn.Module) -> Iterator[None]:
+    """Within it, every frozen BertCharFeatures of `model` runs its encoder on every row instead of reading its memo
+    (a Python dict is no part of a traced graph: zhner.export traces this path)."""
+    features = [m for m in model.modules() if isinstance(m, BertCharFeatures)]
+    before = [m.use_memo for m in features]
+    for m in features:
+        m.use_memo = False
+    try:
+        yield
+    finally:
+        for m, use in zip(features, before):
+            m.use_memo = use
