@@ -168,6 +168,7 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         bert_scores=bert.scores if bert is not None else None,
         bert_form=getattr(config.model, "e5_piece", "bare"),
         english_scores=english.scores if english is not None else None,
+        char_features=getattr(config.model, "char_features", "none"),
     )
     if source is not None:
         extend_vocabularies(featurizer, source)
