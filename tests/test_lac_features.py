@@ -92,9 +92,19 @@ def test_bigru_layer_runs_both_directions_as_two_paddle_grus():
         return GRUDirection(*(rng.normal(size=s).astype(np.float32) for s in ((3, 3 * H), (3 * H,), (H, 2 * H), (H, H))))
 
     layer = BiGRULayer(direction(), direction())
-    x = rng.normal(size=(n, 3)).astype(np.float32)
-    expected = np.concatenate([_paddle_gru(layer.forward, x, False), _paddle_gru(layer.backward, x, True)], axis=1)
-    np.testing.assert_allclose(layer.run(x), expected, atol=1e-5)
+    x = rng.normal(size=(2, n, 3)).astype(np.float32)
+    lengths = [n, 4]  # the second sentence padded with 3 rows of noise
+    got = layer.run(x, lengths)  # [2, n, 2H]
+    for b, length in enumerate(lengths):
+        one = x[b, :length]
+        expected = np.concatenate([_paddle_gru(layer.forward, one, False), _paddle_gru(layer.backward, one, True)], axis=1)
+        np.testing.assert_allclose(got[b, :length], expected, atol=1e-5)
+
+
+def test_sentences_in_a_batch_get_their_states_alone(lac):
+    sentences = [list(t) for t in SENTENCES] + [[]]
+    for together, chars in zip(lac.states_batch(sentences), sentences):
+        np.testing.assert_allclose(together, lac.states(chars), atol=1e-5)
 
 
 def test_viterbi_finds_the_best_path_of_the_crf():
@@ -126,6 +136,9 @@ def test_field_features_are_frozen_unit_rows_memoised_and_padded(lac):
     direction = lac.states(tokens) / np.linalg.norm(lac.states(tokens), axis=1, keepdims=True)
     np.testing.assert_allclose(x.astype(np.float32), direction, atol=2e-3)
     assert field.features(list(tokens)) is x  # computed once per sentence
+    fresh = LacField("lac")
+    fresh.prepare([list("中国人民银行行长"), tokens, ["北"]])  # in one batch, padded: the same rows
+    np.testing.assert_allclose(fresh.features(tokens).astype(np.float32), x.astype(np.float32), atol=2e-3)
     batch = field.collate([{"lac": x}, {"lac": field.features(["北"])}], 6)["char_features"]
     assert batch.shape == (2, 6, 256) and not batch.requires_grad
     assert torch.equal(batch[1, 1:], torch.zeros(5, 256))

@@ -215,6 +215,20 @@ class Featurizer:
             item.update(self.task.target(example))
         return item
 
+    def encode_all(
+        self, examples: Sequence[Example | Sequence[str]], labelled: bool = True, chunk: int = 512
+    ) -> list[dict[str, list[int]]]:
+        """`encode` of each example; a field that computes in batches (`prepare`: LAC's features) does so first, a
+        chunk of examples at a time."""
+        items: list[dict] = []
+        batched = [f for f in self.fields.values() if hasattr(f, "prepare")]
+        for start in range(0, len(examples), chunk):
+            part = examples[start : start + chunk]
+            for f in batched:
+                f.prepare([ex.tokens if isinstance(ex, Example) else list(ex) for ex in part])
+            items.extend(self.encode(ex, labelled) for ex in part)
+        return items
+
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
         lengths = [it["n"] for it in items]
         L = max(lengths)

@@ -85,23 +85,35 @@ class BiGRULayer:
     forward: GRUDirection
     backward: GRUDirection
 
-    def run(self, x: np.ndarray, origin_mode: bool = False) -> np.ndarray:
-        """x [n, in] -> [n, 2H]: forward states, then backward states, each aligned with its character."""
-        n, H = x.shape[0], self.forward.state_w.shape[0]
+    def run(self, x: np.ndarray, lengths: Sequence[int], origin_mode: bool = False) -> np.ndarray:
+        """x [B, L, in] (sentence b: its first lengths[b] rows) -> [B, L, 2H]: forward states, then backward states,
+        each aligned with its character; rows past a sentence's length are not meaningful."""
+        B, L = x.shape[:2]
+        H = self.forward.state_w.shape[0]
         f, b = self.forward, self.backward
-        gates = np.stack([x @ f.proj_w + f.proj_b, (x @ b.proj_w + b.proj_b)[::-1]])  # [2, n, 3H], backward reversed
+        flip = _reversal(lengths, L)  # [B, L]: each sentence reversed within its length, padding left in place
+        rows = np.arange(B)[:, None]
+        gates = np.stack([x @ f.proj_w + f.proj_b, (x @ b.proj_w + b.proj_b)[rows, flip]])  # [2, B, L, 3H]
         gate_w = np.stack([f.gate_w, b.gate_w])  # [2, H, 2H]
         state_w = np.stack([f.state_w, b.state_w])  # [2, H, H]
-        out = np.zeros((2, n, H), dtype=np.float32)
-        h = np.zeros((2, 1, H), dtype=np.float32)  # [direction, 1, H]
-        for t in range(n):
-            g = gates[:, t : t + 1]  # [2, 1, 3H]
-            ur = _sigmoid(g[..., : 2 * H] + h @ gate_w)  # [2, 1, 2H]: update, reset
+        out = np.zeros((2, B, L, H), dtype=np.float32)
+        h = np.zeros((2, B, H), dtype=np.float32)  # [direction, B, H]
+        for t in range(L):  # padding comes after every real step in both directions: it never reaches a real state
+            g = gates[:, :, t]  # [2, B, 3H]
+            ur = _sigmoid(g[..., : 2 * H] + h @ gate_w)  # [2, B, 2H]: update, reset
             u, r = ur[..., :H], ur[..., H:]
-            c = np.tanh(g[..., 2 * H :] + (r * h) @ state_w)  # [2, 1, H]
+            c = np.tanh(g[..., 2 * H :] + (r * h) @ state_w)  # [2, B, H]
             h = u * h + (1 - u) * c if origin_mode else (1 - u) * h + u * c
-            out[:, t] = h[:, 0]
-        return np.concatenate([out[0], out[1][::-1]], axis=1)  # [n, 2H]
+            out[:, :, t] = h
+        return np.concatenate([out[0], out[1][rows, flip]], axis=2)  # [B, L, 2H]
+
+
+def _reversal(lengths: Sequence[int], width: int) -> np.ndarray:
+    """[B, width] indices that reverse each row's first lengths[b] positions and keep the rest."""
+    idx = np.tile(np.arange(width), (len(lengths), 1))
+    for b, n in enumerate(lengths):
+        idx[b, :n] = np.arange(n - 1, -1, -1)
+    return idx
 
 
 @dataclass(frozen=True)
@@ -129,10 +141,19 @@ class LacModel:
 
     def states(self, chars: Sequence[str]) -> np.ndarray:
         """The top BiGRU layer's output: chars (n) -> [n, 256] float32 ([forward ; backward])."""
-        x = self.embedding[self.ids(chars)]  # [n, 128]
+        return self.states_batch([chars])[0]
+
+    def states_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """`states` of several sentences at once (one loop over the longest): a list of [n_b, 256]."""
+        lengths = [len(s) for s in sentences]
+        L = max(lengths, default=0)
+        ids = np.zeros((len(sentences), L), dtype=np.int64)
+        for b, chars in enumerate(sentences):
+            ids[b, : len(chars)] = self.ids(chars)
+        x = self.embedding[ids]  # [B, L, 128]
         for layer in self.layers:
-            x = layer.run(x, self.origin_mode)  # [n, 256]
-        return x
+            x = layer.run(x, lengths, self.origin_mode)  # [B, L, 256]
+        return [x[b, :n] for b, n in enumerate(lengths)]
 
     def scores(self, chars: Sequence[str]) -> np.ndarray:
         """LAC's emissions (tag scores before the CRF): chars (n) -> [n, 57] float32."""

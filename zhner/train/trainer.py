@@ -546,7 +546,7 @@ def _train_run(
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
 
-    train_items = [featurizer.encode(s) for s in run.splits["train"]]
+    train_items = featurizer.encode_all(run.splits["train"].sentences)
     lengths = [it["n"] for it in train_items]
 
     def epoch_batches(epoch: int) -> list[list[int]]:
