@@ -39,9 +39,9 @@ from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
+from zhner.nn.local_attention import check_kind
 from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
 from zhner.pretrained.lac import fingerprint as lac_fingerprint
-from zhner.nn.local_attention import check_kind
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
 from zhner.syntax.parsers import Parser, check_parser
 from zhner.translate import Translator, make_translator
@@ -400,8 +400,9 @@ class LacField:
 
     A deterministic function of the raw characters (not the digit-normalised ones), computed once per sentence, in
     batches of sentences (`prepare`, run by Featurizer.encode_all: the trainer encodes the training set once), and
-    memoised for the sentences evaluated again every epoch (about MEMO_CHARS characters). The weights are read from jieba, never copied into the model directory; vocab.json
-    records their sha256, and a directory whose jieba holds other weights (or none) fails to load with one line."""
+    memoised for the sentences evaluated again every epoch (about MEMO_CHARS characters). The weights are read from
+    jieba, never copied into the model directory; vocab.json records their sha256, and a directory whose jieba holds
+    other weights (or none) fails to load with one line."""
 
     name = "lac"
     MEMO_CHARS = 1_000_000  # about 0.5 GB of float16 states
