@@ -80,6 +80,14 @@ def e5_frozen() -> str:
     return _benchmark("e5_frozen").table(_result("e5", "frozen")) + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
 
 
+def lac_check() -> str:
+    return _benchmark("lac_check").table(_result("lac", "check")) + _source("lac_check.json")
+
+
+def lac_pairs() -> str:
+    return _benchmark("lac_pairs").table(_result("lac", "pairs")) + _source("lac_pairs.json")
+
+
 def cli_reference() -> str:
     """`zhner --help` and the --help of every command, as the installed CLI prints them (plain text, 100 columns)."""
     import typer.core
@@ -142,6 +150,8 @@ PARTS: dict[str, Callable[[], str]] = {
     "length-sweep": length_sweep,
     "e5-pairs": e5_pairs,
     "e5-frozen": e5_frozen,
+    "lac-check": lac_check,
+    "lac-pairs": lac_pairs,
     "cli-reference": cli_reference,
     "openapi": openapi_reference,
 }

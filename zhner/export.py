@@ -40,9 +40,15 @@ from zhner.tagger import Tagger
 __all__ = ["ONNX_FILE", "ONNX_MAX_CELLS", "OnnxClassifier", "OnnxTagger", "export_onnx", "load_onnx", "viterbi"]
 
 OPSET = 18
-_INPUTS = ("chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask")
+_INPUTS = (
+    "chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask",
+    "char_features",  # frozen LAC features (model.char_features), [B, L, F]: computed by the featurizer, fed to the graph
+)
 _ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
-_DIMS = {"chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P")} | {
+_DIMS = {
+    "chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P"),
+    "char_features": ("B", "L"),
+} | {
     k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
 } | {"en_ids": ("B", "Q"), "en_pieces": ("B",), "en_word_of_piece": ("B", "Q"), "en_first_piece": ("B", "E"), "en_word_mask": ("B", "E")}
 EXAMPLE_TEXTS = {

@@ -153,7 +153,7 @@ def run_in_batches(
                 out[i] = empty
         if not todo:
             continue
-        batch = featurizer.collate([featurizer.encode(examples[i], labelled=False) for i in todo])
+        batch = featurizer.collate(featurizer.encode_all([examples[i] for i in todo], labelled=False))
         for i, result in zip(todo, run(batch, [lengths[i] for i in todo])):
             out[i] = result
     return out  # type: ignore[return-value]

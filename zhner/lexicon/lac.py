@@ -100,7 +100,7 @@ def read_lod_tensor(path: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4", count=count, offset=pos).reshape(dims).astype(np.float32)
 
 
-def _read_word_dic(path: Path, rows: int) -> dict[int, str]:
+def read_word_dic(path: Path, rows: int) -> dict[int, str]:
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -134,6 +134,6 @@ def load_lac_char_vectors() -> Vectors:
     table = read_lod_tensor(emb_path)
     if table.ndim != 2:
         raise ZhnerError(f"expected a 2-D embedding table, found shape {table.shape}", emb_path)
-    entries = _read_word_dic(dic_path, table.shape[0])
+    entries = read_word_dic(dic_path, table.shape[0])
     ids = sorted(entries)
     return Vectors([entries[i] for i in ids], table[ids])

@@ -9,6 +9,7 @@ from torch import nn
 
 from zhner.nn.crf import CRF, allowed_transitions, unconstrained
 from zhner.nn.embedding import CharBigramEmbedding
+from zhner.pretrained.lac import FEATURE_DIMS
 
 FLOAT = 4  # bytes
 LIVE_SCORES = 3  # [B, H, Lq, Lk]-sized tensors alive at once in an attention layer at inference (scores, softmax, a copy)
@@ -101,6 +102,9 @@ class CharInputConfig(BaseModelConfig):
     # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
     # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
     bert_half_weights: bool = False
+    # frozen contextual character features concatenated to the character input (zhner.models.fields.LacField): LAC's
+    # top BiGRU states (lac, 256 per character) or its 57 tag scores (lac_scores), from the installed jieba's LAC model
+    char_features: Literal["none", "lac", "lac_scores"] = "none"
 
 
 class ModelConfig(CharInputConfig, TaggerConfig):
@@ -117,6 +121,7 @@ def char_input(config: CharInputConfig) -> CharBigramEmbedding:
         config.embed_dropout,
         config.bert_config,
         config.bert_trainable,
+        FEATURE_DIMS.get(config.char_features, 0),
     )
 
 

@@ -20,12 +20,14 @@ Batch keys by field:
   (each piece's word index, -1 for [CLS] / [SEP] / padding: average pooling over words, APW), en_first_piece [B, Ew]
   (index in en_ids of each word's first piece: -APW), en_word_mask [B, Ew] (real words). Ew >= 1; an empty translation
   has no words (its row of en_word_mask is all False).
+- lac (model.char_features): char_features [B, L, F] float, frozen LAC features of each character (F = 256 BiGRU
+  states, or 57 tag scores), zero at padding.
 Every batch also has mask [B, L] (True = a real token), made by the Featurizer.
 """
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +40,8 @@ from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.nn.local_attention import check_kind
+from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
+from zhner.pretrained.lac import fingerprint as lac_fingerprint
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
 from zhner.syntax.parsers import Parser, check_parser
 from zhner.translate import Translator, make_translator
@@ -389,7 +393,81 @@ class TranslationField:
         return cls(dict(d["vocab"]), bool(d.get("lowercase", True)), d.get("translator"), int(d.get("max_pieces", 510)), scores)
 
 
-Field = CharField | BigramField | LexiconField | PieceField | SyntaxField | TranslationField
+class LacField:
+    """Frozen contextual character features from Baidu LAC's small model in the installed jieba
+    (zhner.pretrained.lac): kind "lac", the top BiGRU layer's states (256 per character); "lac_scores", LAC's 57 tag
+    scores. Each character's vector is scaled to unit L2 norm, as the pretrained embeddings it is concatenated with.
+
+    A deterministic function of the raw characters (not the digit-normalised ones), computed once per sentence, in
+    batches of sentences (`prepare`, run by Featurizer.encode_all: the trainer encodes the training set once), and
+    memoised for the sentences evaluated again every epoch (about MEMO_CHARS characters). The weights are read from
+    jieba, never copied into the model directory; vocab.json records their sha256, and a directory whose jieba holds
+    other weights (or none) fails to load with one line."""
+
+    name = "lac"
+    MEMO_CHARS = 1_000_000  # about 0.5 GB of float16 states
+
+    def __init__(self, kind: str, weights_sha256: str | None = None):
+        if kind not in FEATURE_DIMS:
+            raise ValueError(f"unknown character features {kind!r}: one of {', '.join(FEATURE_DIMS)}")
+        found = lac_fingerprint()  # a missing jieba: its one-line error, here (at build or load time)
+        if weights_sha256 is not None and weights_sha256 != found:
+            raise ZhnerError(
+                f"model.char_features {kind}: the installed jieba's LAC model (sha256 {found[:12]}...) is not the one this "
+                f"model was trained with ({weights_sha256[:12]}...); install that jieba version"
+            )
+        self.kind, self.weights_sha256 = kind, found
+        self.dim = FEATURE_DIMS[kind]
+        self._memo: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+        self._memo_chars = 0
+
+    def features(self, tokens: Sequence[str]) -> np.ndarray:
+        """tokens (n) -> [n, dim] float16, each row of unit L2 norm (memoised)."""
+        key = tuple(tokens)
+        if key not in self._memo:
+            self.prepare([key])
+        self._memo.move_to_end(key)
+        return self._memo[key]
+
+    def prepare(self, sentences: Sequence[Sequence[str]], batch: int = 32) -> None:
+        """Compute the features of the sentences not memoised yet, `batch` sentences of similar length at a time (one
+        loop over characters per batch: far faster than one sentence at a time) -- the Featurizer's `encode_all`."""
+        todo = sorted({tuple(s) for s in sentences} - self._memo.keys(), key=len)
+        lac = load_lac_model()
+        for start in range(0, len(todo), batch):
+            part = todo[start : start + batch]
+            for key, states in zip(part, lac.states_batch(part)):  # [n, 256] each
+                x = states if self.kind == "lac" else lac.emissions(states)  # [n, dim]
+                self._remember(key, (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)).astype(np.float16))
+
+    def _remember(self, key: tuple[str, ...], x: np.ndarray) -> None:
+        self._memo[key] = x
+        self._memo_chars += len(key)
+        while self._memo_chars > self.MEMO_CHARS and len(self._memo) > 1:
+            old, _ = self._memo.popitem(last=False)
+            self._memo_chars -= len(old)
+
+    def encode(self, example: Example) -> dict[str, np.ndarray]:
+        return {"lac": self.features(example.tokens)}
+
+    def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
+        out = torch.zeros(len(items), width, self.dim)  # [B, L, dim], zero at padding
+        for b, it in enumerate(items):
+            out[b, : len(it["lac"])] = torch.from_numpy(it["lac"].astype(np.float32))
+        return {"char_features": out}
+
+    def sizes(self) -> dict[str, int]:
+        return {}
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "source": "jieba/lac_small", "weights_sha256": self.weights_sha256}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LacField":
+        return cls(d["kind"], d.get("weights_sha256"))
+
+
+Field = CharField | BigramField | LexiconField | PieceField | SyntaxField | TranslationField | LacField
 
 
 def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
@@ -399,6 +477,7 @@ def field_from_dict(name: str, d: dict, lexicon: Lexicon | None) -> Field:
         return LexiconField.from_dict(d, lexicon)
     kinds = {
         "chars": CharField, "bigrams": BigramField, "pieces": PieceField, "syntax": SyntaxField, "translation": TranslationField,
+        "lac": LacField,
     }
     if name not in kinds:
         raise ValueError(f"unknown field {name!r}")

@@ -21,7 +21,7 @@ from zhner.data.example import Example
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models.fields import (
-    BigramField, CharField, Field, LexiconField, PieceField, SyntaxField, TranslationField, field_from_dict,
+    BigramField, CharField, Field, LacField, LexiconField, PieceField, SyntaxField, TranslationField, field_from_dict,
 )
 
 FORMAT = 2
@@ -31,7 +31,8 @@ def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: 
     """The fields a model reads: BERT-only models (no char_dim) read word pieces alone; character taggers read
     characters, bigrams when enabled, lexicon matches with a lexicon, and pieces when they add BERT features. Models
     with local attention (SLA / WLA: model.local_attention; BERT's and TENER's) also read the local mask ("syntax").
-    Bilingual models (ACT-S: model.english_bert) also read the English translation ("translation")."""
+    Bilingual models (ACT-S: model.english_bert) also read the English translation ("translation"); models with
+    frozen character features (model.char_features) read LAC's ("lac")."""
     local = ["syntax"] if getattr(model_config, "local_attention", "none") != "none" else []
     if not hasattr(model_config, "char_dim"):
         return ["pieces"] + local
@@ -44,6 +45,8 @@ def fields_for(model_config: Any, use_bigrams: bool, lexicon: bool, bert_vocab: 
         names.append("pieces")
     if hasattr(model_config, "english_bert"):
         names.append("translation")
+    if getattr(model_config, "char_features", "none") != "none":
+        names.append("lac")
     return names + local
 
 
@@ -106,6 +109,7 @@ class Featurizer:
         bert_scores: list[float] | None = None,
         bert_form: str = "bare",
         english_scores: list[float] | None = None,
+        char_features: str = "none",
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
@@ -117,7 +121,7 @@ class Featurizer:
         The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
         examples that come without a translation. `bert_scores` / `english_scores` (a SentencePiece vocabulary's piece
         scores, e5-small's) switch the pieces to NFKC characters in `bert_form` (bare | marked) and the unigram model for
-        words (zhner.data.sentencepiece)."""
+        words (zhner.data.sentencepiece). `char_features` names the frozen LAC features of the "lac" field."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
         fields: list[Field] = []
         if "chars" in names or "bigrams" in names:
@@ -153,6 +157,8 @@ class Featurizer:
             fields.append(SyntaxField(local_attention, local_window, syntax_distance, parser, over))
         if "translation" in names:
             fields.append(TranslationField(english_vocab, english_lowercase, translator, scores=english_scores))
+        if "lac" in names:
+            fields.append(LacField(char_features))
         return cls(fields, task, unit)
 
     def to_dict(self) -> dict:
@@ -208,6 +214,20 @@ class Featurizer:
         if labelled and self.task is not None and self.task.has_target(example):
             item.update(self.task.target(example))
         return item
+
+    def encode_all(
+        self, examples: Sequence[Example | Sequence[str]], labelled: bool = True, chunk: int = 512
+    ) -> list[dict[str, list[int]]]:
+        """`encode` of each example; a field that computes in batches (`prepare`: LAC's features) does so first, a
+        chunk of examples at a time."""
+        items: list[dict] = []
+        batched = [f for f in self.fields.values() if hasattr(f, "prepare")]
+        for start in range(0, len(examples), chunk):
+            part = examples[start : start + chunk]
+            for f in batched:
+                f.prepare([ex.tokens if isinstance(ex, Example) else list(ex) for ex in part])
+            items.extend(self.encode(ex, labelled) for ex in part)
+        return items
 
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
         lengths = [it["n"] for it in items]

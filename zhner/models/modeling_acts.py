@@ -145,7 +145,7 @@ class ACTS(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask, en_mask = batch["mask"], batch["en_word_mask"]  # [B, n], [B, m]
-        C = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, n, D]
+        C = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, n, D]
         for layer in self.layers:
             C = layer(C, mask)
         E = self.english(batch)  # [B, m, D]

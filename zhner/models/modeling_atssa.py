@@ -87,7 +87,7 @@ class ATSSA(SequenceTagger):
         if "words" not in batch:
             raise ZhnerError("ATSSA needs lexicon words in the batch (a featurizer built with a lexicon)")
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, d_char]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features"))  # [B, L, d_char]
         words = self.word_dropout(self.words(batch["words"]))  # [B, W, d_word]
         xw = self.fusion(x, words, batch["word_starts"], batch["word_ends"], batch["word_mask"])  # [B, L, D]
         h = self.in_proj(torch.cat([x, xw], dim=-1))  # [B, L, D]

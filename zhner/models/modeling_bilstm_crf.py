@@ -36,7 +36,7 @@ class BiLSTMCRF(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, E]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features"))  # [B, L, E]
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)
@@ -51,7 +51,7 @@ class BiLSTMCRF(SequenceTagger):
         if self.config.layers != 1:
             raise ZhnerError("exporting BiLSTM-CRF supports model.layers=1 only", "config")
         mask = batch["mask"]  # [B, L]
-        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"))  # [B, L, E]
+        x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features"))  # [B, L, E]
         L, H = x.shape[1], self.config.hidden
         shift = L - mask.sum(1, keepdim=True)  # [B, 1] padding length
         positions = torch.arange(L, device=x.device)[None, :]  # [1, L]

@@ -147,7 +147,7 @@ class FLAT(SequenceTagger):
             raise ZhnerError("FLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
         chars, mask = batch["chars"], batch["mask"]  # [B, L]
         B, L = chars.shape
-        x_chars = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
+        x_chars = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, L, D]
         x_words = self.word_proj(self.word_dropout(self.word_vectors(batch)))  # [B, W, D]
         positions = torch.arange(L, device=chars.device).expand(B, L)  # a character's head and tail are its index
         heads = torch.cat([positions, batch["word_starts"]], dim=1)  # [B, N]

@@ -126,7 +126,7 @@ class NFLAT(SequenceTagger):
             raise ZhnerError("NFLAT needs lexicon words in the batch (a featurizer built with a lexicon)")
         chars, mask = batch["chars"], batch["mask"]  # [B, n]
         B, n = chars.shape
-        x = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids")))  # [B, n, D]
+        x = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, n, D]
         w = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, m, D]
         positions = torch.arange(n, device=chars.device).expand(B, n)  # a character's head and tail are its index
         x = self.interformer(

@@ -64,7 +64,7 @@ class TENER(SequenceTagger):
 
     def emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"]  # [B, L]
-        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids")))  # [B, L, D]
+        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, L, D]
         local = local_inputs(self.config, batch)  # SLA / WLA: local_mask [B, L, L]
         for layer in self.layers:
             x = layer(x, mask, **local)

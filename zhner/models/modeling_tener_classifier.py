@@ -91,7 +91,7 @@ class TENERClassifier(SequenceClassifier):
     def window_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits of texts of at most `window` characters (what ONNX export traces)."""
         mask = batch["mask"]  # [B, L]
-        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams")))  # [B, L, D]
+        x = self.in_proj(self.embed(batch["chars"], batch.get("bigrams"), None, batch.get("char_features")))  # [B, L, D]
         local = local_inputs(self.config, batch)  # SLA / WLA: local_mask [B, L, L]
         for layer in self.layers:
             x = layer(x, mask, **local)

@@ -9,8 +9,10 @@ from zhner.nn.bert import BertCharFeatures
 
 
 class CharBigramEmbedding(nn.Module):
-    """[char emb ; bigram emb (; BERT features)] with dropout: chars [B, L], bigrams [B, L], bert_ids [B, L + 2]
-    -> [B, L, char_dim + bigram_dim (+ BERT hidden)]. BERT is there when `bert_config` is given (FLAT Table 4)."""
+    """[char emb ; bigram emb (; BERT features) (; frozen features)] with dropout: chars [B, L], bigrams [B, L],
+    bert_ids [B, L + 2], features [B, L, feature_dim] -> [B, L, char_dim + bigram_dim (+ BERT hidden) (+ feature_dim)].
+    BERT is there when `bert_config` is given (FLAT Table 4); the frozen features (LAC's, zhner.models.fields.LacField)
+    when `feature_dim` > 0: they come with the batch and have no parameter here."""
 
     def __init__(
         self,
@@ -21,20 +23,26 @@ class CharBigramEmbedding(nn.Module):
         dropout: float,
         bert_config: dict | None = None,
         bert_trainable: bool = True,
+        feature_dim: int = 0,
     ):
         super().__init__()
         self.chars = nn.Embedding(n_chars, char_dim, padding_idx=0)
         self.bigrams = nn.Embedding(n_bigrams, bigram_dim, padding_idx=0) if bigram_dim else None
         self.bert = BertCharFeatures(bert_config, bert_trainable) if bert_config else None
         self.dropout = nn.Dropout(dropout)
-        self.out_dim = char_dim + bigram_dim + (self.bert.hidden if self.bert is not None else 0)
+        self.feature_dim = feature_dim
+        self.out_dim = char_dim + bigram_dim + (self.bert.hidden if self.bert is not None else 0) + feature_dim
 
     def tables(self) -> dict[str, nn.Embedding]:
         """The tables that pretrained vectors can initialise, by vocabulary name."""
         return {"chars": self.chars} | ({"bigrams": self.bigrams} if self.bigrams is not None else {})
 
     def forward(
-        self, chars: torch.Tensor, bigrams: torch.Tensor | None, bert_ids: torch.Tensor | None = None
+        self,
+        chars: torch.Tensor,
+        bigrams: torch.Tensor | None,
+        bert_ids: torch.Tensor | None = None,
+        features: torch.Tensor | None = None,
     ) -> torch.Tensor:
         parts = [self.chars(chars)]
         if self.bigrams is not None:
@@ -43,6 +51,10 @@ class CharBigramEmbedding(nn.Module):
             if bert_ids is None:
                 raise ValueError("this model reads BERT features: the batch needs bert_ids (a featurizer with a BERT vocabulary)")
             parts.append(self.bert(bert_ids, (chars != 0).sum(1)))
+        if self.feature_dim:
+            if features is None:
+                raise ValueError("this model reads frozen character features: the batch needs char_features (model.char_features)")
+            parts.append(features.to(parts[0].dtype))  # [B, L, feature_dim], no gradient flows into them
         return self.dropout(torch.cat(parts, dim=-1))
 
 

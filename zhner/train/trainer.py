@@ -168,6 +168,7 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         bert_scores=bert.scores if bert is not None else None,
         bert_form=getattr(config.model, "e5_piece", "bare"),
         english_scores=english.scores if english is not None else None,
+        char_features=getattr(config.model, "char_features", "none"),
     )
     if source is not None:
         extend_vocabularies(featurizer, source)
@@ -545,7 +546,7 @@ def _train_run(
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
 
-    train_items = [featurizer.encode(s) for s in run.splits["train"]]
+    train_items = featurizer.encode_all(run.splits["train"].sentences)
     lengths = [it["n"] for it in train_items]
 
     def epoch_batches(epoch: int) -> list[list[int]]:
