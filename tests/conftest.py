@@ -14,7 +14,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# the files that take longest (a minute or more of one core each): run first, so that under `pytest -n 2 --dist loadfile`
+# the other process fills the time with short files, instead of one of them running late alone
+LONG_FILES_FIRST = ("test_readme.py", "test_export.py", "test_acts.py", "test_cli.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FILES_FIRST)  # stable: the order within each part is kept
     if not SHARED_DATA.is_dir():
         skip = pytest.mark.skip(reason="../shared/data is not present")
         for item in items:
