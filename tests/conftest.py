@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-# the files that take longest (a minute or more of one core each): run first, so that under `pytest -n 2 --dist loadfile`
-# the other process fills the time with short files, instead of one of them running late alone
+# the files that take longest (a minute or more of one core each) run first, so that under `make test` (`--dist loadfile
+# --no-loadscope-reorder`) the other process fills the time with short files instead of one of them running late alone
 LONG_FILES_FIRST = ("test_readme.py", "test_export.py", "test_acts.py", "test_cli.py")
 
 
