@@ -120,6 +120,14 @@ def pyplot():
     return plt
 
 
+def save_png(fig, path: Path, dpi: int = 110) -> Path:
+    """Write a matplotlib figure to `path` as PNG (atomically) and close it."""
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
 def plot_attention(maps: dict, out_dir: str | Path) -> list[Path]:
     """Write the heatmaps and tables of `selective_maps` into out_dir; returns the PNG paths. Without a CJK font the ticks
     are character indices and tokens.txt maps them to characters."""
@@ -149,11 +157,7 @@ def plot_attention(maps: dict, out_dir: str | Path) -> list[Path]:
             ax.set_title(f"layer {n + 1}, head {h + 1}")
             fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
             fig.tight_layout()
-            path = out_dir / f"layer{n + 1}_head{h + 1}.png"
-            with atomic_open(path, "wb") as handle:
-                fig.savefig(handle, format="png", dpi=110)
-            plt.close(fig)
-            pngs.append(path)
+            pngs.append(save_png(fig, out_dir / f"layer{n + 1}_head{h + 1}.png"))
     header = "char\t" + "\t".join(f"layer{n + 1}_head{h + 1}" for n, layer in enumerate(maps["layers"]) for h in range(len(layer["kept"])))
     rows = [c + "\t" + "\t".join(str(layer["kept"][h][i]) for layer in maps["layers"] for h in range(len(layer["kept"]))) for i, c in enumerate(chars)]
     atomic_write_text(out_dir / "keys_per_query.tsv", header + "\n" + "\n".join(rows) + "\n")
@@ -267,11 +271,7 @@ def plot_local_maps(maps: dict, out_dir: str | Path) -> list[Path]:
             ax.set_title(name + (f" (mean gate {sum(layer['gate']) / L:.2f})" if name == "mixed" else ""))
         fig.colorbar(image, ax=axes, fraction=0.015, pad=0.02)
         fig.suptitle(f"layer {n + 1}: red x = blocked by the {maps['kind']} mask (queries down, keys across)")
-        path = out_dir / f"local_layer{n + 1}.png"
-        with atomic_open(path, "wb") as handle:
-            fig.savefig(handle, format="png", dpi=110)
-        plt.close(fig)
-        pngs.append(path)
+        pngs.append(save_png(fig, out_dir / f"local_layer{n + 1}.png"))
     atomic_write_text(out_dir / "local_attention.json", json.dumps(maps, ensure_ascii=False))
     return pngs
 
@@ -287,8 +287,4 @@ def plot_gates(rows: dict[str, list[float]], path: str | Path) -> Path:
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
-    return path
+    return save_png(fig, Path(path), dpi=120)

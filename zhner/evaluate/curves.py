@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zhner.errors import ZhnerError
-from zhner.evaluate.attention import pyplot
-from zhner.fileio import atomic_open, json_value, reading, utf8_lines
+from zhner.evaluate.attention import pyplot, save_png
+from zhner.fileio import json_value, reading, utf8_lines
 
 LOG, METRICS = "log.jsonl", "metrics.json"  # = zhner.train.trainer's names (evaluate/ sits below train/)
 DEFAULT_METRIC = "f1_strict"
@@ -101,8 +101,4 @@ def plot_curves(curves: list[Curve], path: str | Path) -> Path:
         ax.xaxis.get_major_locator().set_params(integer=True)
     dev_ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, Path(path))
