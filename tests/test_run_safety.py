@@ -137,14 +137,19 @@ def read_fifo(path, into):
     return thread
 
 
-@pytest.mark.parametrize("through_link", [False, True], ids=["fifo", "symlink-to-fifo"])
-def test_atomic_writers_write_through_a_fifo(tmp_path, through_link):
+def fifo_target(tmp_path, through_link: bool, link_name: str):
+    """A FIFO `pipe` in tmp_path, and the path to write: the FIFO itself, or a symlink `link_name` to it."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    target = fifo
-    if through_link:
-        target = tmp_path / "link"
-        target.symlink_to(fifo)
+    if not through_link:
+        return fifo, fifo
+    (tmp_path / link_name).symlink_to(fifo)
+    return fifo, tmp_path / link_name
+
+
+@pytest.mark.parametrize("through_link", [False, True], ids=["fifo", "symlink-to-fifo"])
+def test_atomic_writers_write_through_a_fifo(tmp_path, through_link):
+    fifo, target = fifo_target(tmp_path, through_link, "link")
     got = []
     reader = read_fifo(fifo, got)
     atomic_write_text(target, "written through\n")
@@ -184,12 +189,7 @@ def test_a_symlink_to_a_regular_file_keeps_the_link(tmp_path):
 
 @pytest.mark.parametrize("through_link", [False, True], ids=["fifo", "symlink-to-fifo"])
 def test_predict_writes_through_a_fifo(tmp_path, through_link):
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    target = fifo
-    if through_link:
-        target = tmp_path / "out.jsonl"
-        target.symlink_to(fifo)
+    fifo, target = fifo_target(tmp_path, through_link, "out.jsonl")
     got = []
     reader = read_fifo(fifo, got)
     res = zhner("predict", "-o", target, "-", stdin="张三在北京。\n")
