@@ -86,3 +86,19 @@ def test_on_error_fail_stops_at_the_first_bad_record_and_writes_nothing(tmp_path
     assert_clean_error(zhner("predict", src, "-o", out), f"{src}:2")
     assert not out.exists()
     assert_clean_error(zhner("predict", src, "--on-error", "maybe"), "--on-error", "'maybe'")
+
+
+def test_shipped_names_are_accepted_wherever_a_model_directory_is():
+    """`-m zh-small` (predict, export), `zhner info zh-small` and `zhner evaluate zh-small` name the shipped model; a word
+    that is neither a shipped name nor a directory is one line listing the names (it was "no such model directory")."""
+    text = "张三在北京大学工作。"
+    by_name = zhner("predict", "-m", "zh-small", "--text", text)
+    assert by_name.returncode == 0, by_name.stderr
+    assert by_name.stdout == zhner("predict", "-m", default_model_dir(), "--text", text).stdout
+    assert json.loads(by_name.stdout)["entities"][0]["text"] == "张三"
+    info = zhner("info", "zh-small", "--json")
+    assert info.returncode == 0 and json.loads(info.stdout)["model"] == "flat"
+    res = zhner("predict", "-m", "zh-huge", "--text", text)
+    assert_clean_error(res, "unknown model 'zh-huge': neither a shipped model (zh-small, zh-accurate) nor a model directory")
+    res = zhner("info", "zh-huge")
+    assert_clean_error(res, "unknown model 'zh-huge'")

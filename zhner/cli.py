@@ -345,19 +345,28 @@ SEEN_IN_HELP = (
 
 @app.command()
 def evaluate(
-    model_dir: str = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
     seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON metrics instead of a table"),
+    onnx: Optional[Path] = typer.Option(None, "--onnx", help="score this exported graph of the model (zhner export, "
+                                        "--int8 included) instead of its PyTorch weights; CPU"),
 ) -> None:
     """Score a trained model on labelled data (percent): for a tagger the table `zhner score` prints (strict and lenient
     entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON."""
     import zhner
 
     torch_device = _device(device)
-    tagger = zhner.load(model_dir)
+    if onnx is not None:
+        from zhner.export import load_onnx
+
+        if torch_device.type != "cpu":
+            raise ZhnerError("--onnx runs the graph with onnxruntime on the CPU; leave --device out")
+        tagger = load_onnx(resolve_model_dir(model_dir), onnx)
+    else:
+        tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
     corpus = _corpus_for(data, tagger.featurizer.unit)
     if (corpus.scheme is None) != (tagger.task.kind == "classification"):
@@ -410,7 +419,7 @@ def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
 @app.command()
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
-    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
@@ -544,9 +553,11 @@ def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None,
 
 @app.command("export")
 def export_model(
-    model_dir: str = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
     check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
+    int8: bool = typer.Option(False, "--int8", help="quantise the graph's weights to int8 (onnxruntime, dynamic); "
+                              "the check then allows its spans to differ"),
 ) -> None:
     """Export a model to ONNX (a tagger's emissions + CRF scores, Viterbi in numpy; a classifier's logits); run it with
     zhner.export.load_onnx."""
@@ -560,8 +571,8 @@ def export_model(
         raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
     model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
-    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE)
-    if check:
+    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8)
+    if check and not int8:
         from zhner.demo import DEMO_SENTENCES
 
         texts = DEMO_SENTENCES if tagger.featurizer.unit == "char" else EXAMPLE_TEXTS["word"]
@@ -583,13 +594,14 @@ def _device(name: str):
 
 @app.command()
 def info(
-    model_dir: str = typer.Argument(..., help="a trained model directory"),
+    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""
     from zhner.info import model_info
+    from zhner.shipped import resolve_model
 
-    result = model_info(model_dir)
+    result = model_info(resolve_model(model_dir))
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
         return
@@ -605,12 +617,15 @@ def info(
 
 
 def resolve_model_dir(model_dir: str | Path | None) -> Path:
-    """`-m DIR` if given, else the model shipped in the package (zhner/resources/default_model/), if there is one.
-    `-m ''` is an error (as a Path it would be the current directory)."""
+    """`-m DIR` or `-m NAME` of a shipped model (zh-small, zh-accurate) if given, else the model shipped in the package
+    (zhner/resources/default_model/), if there is one. `-m ''` is an error (as a Path it would be the current
+    directory); a word that is neither a shipped name nor a directory is an error listing the shipped names."""
     if model_dir is not None:
         if str(model_dir).strip() == "":
             raise ZhnerError("no model directory given (an empty path)")
-        return Path(model_dir)
+        from zhner.shipped import resolve_model
+
+        return Path(resolve_model(str(model_dir)))
     from zhner.tagger import default_model_dir
 
     shipped = default_model_dir()
@@ -621,7 +636,7 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
 
 @app.command()
 def serve(
-    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory (default: the shipped model)"),
+    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"),
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535),
     max_body_bytes: int = typer.Option(1_048_576, min=1, help="largest request body (413 above)"),

@@ -1,4 +1,5 @@
-"""The models shipped inside the package, by name: `zhner.load("zh-small")`, and `zhner.load()` for the default.
+"""The models shipped inside the package, by name: `zhner.load("zh-small")`, `zhner.load("zh-accurate")`, and
+`zhner.load()` for the default (zh-small, the faster one).
 
 A name maps to a model directory under zhner/resources/. A model that is not trained yet in this checkout (a fresh
 clone before configs/flat_general.yaml is run) is named but absent: loading it is an error that says so.
@@ -10,9 +11,10 @@ from pathlib import Path
 from zhner.errors import ZhnerError
 
 RESOURCES = Path(__file__).resolve().parent / "resources"
-# name -> (directory under resources/, one line for the user); add "zh-accurate" here when it is trained
+# name -> (directory under resources/, one line for the user)
 SHIPPED = {
     "zh-small": ("default_model", "FLAT, PER/LOC/ORG, trained on MSRA + Weibo + Resume"),
+    "zh-accurate": ("accurate_model", "FLAT + LAC's frozen BiGRU features, PER/LOC/ORG, trained on MSRA + Weibo + Resume"),
 }
 DEFAULT_NAME = "zh-small"
 WEIGHTS = "model.safetensors"  # = zhner.pipeline.WEIGHTS (not imported: that loads torch)

@@ -41,7 +41,8 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.nn.local_attention import check_kind
 from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
-from zhner.pretrained.lac import fingerprint as lac_fingerprint
+from zhner.pretrained.lac import char_features as lac_char_features
+from zhner.pretrained.lac import check_weights as check_lac_weights
 from zhner.syntax import check_heads, local_mask, make_parser, piece_mask, window_mask, word_of_piece
 from zhner.syntax.parsers import Parser, check_parser
 from zhner.translate import Translator, make_translator
@@ -410,12 +411,7 @@ class LacField:
     def __init__(self, kind: str, weights_sha256: str | None = None):
         if kind not in FEATURE_DIMS:
             raise ValueError(f"unknown character features {kind!r}: one of {', '.join(FEATURE_DIMS)}")
-        found = lac_fingerprint()  # a missing jieba: its one-line error, here (at build or load time)
-        if weights_sha256 is not None and weights_sha256 != found:
-            raise ZhnerError(
-                f"model.char_features {kind}: the installed jieba's LAC model (sha256 {found[:12]}...) is not the one this "
-                f"model was trained with ({weights_sha256[:12]}...); install that jieba version"
-            )
+        found = check_lac_weights(kind, weights_sha256)  # a missing jieba or other weights: one line, at build or load
         self.kind, self.weights_sha256 = kind, found
         self.dim = FEATURE_DIMS[kind]
         self._memo: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
@@ -436,9 +432,8 @@ class LacField:
         lac = load_lac_model()
         for start in range(0, len(todo), batch):
             part = todo[start : start + batch]
-            for key, states in zip(part, lac.states_batch(part)):  # [n, 256] each
-                x = states if self.kind == "lac" else lac.emissions(states)  # [n, dim]
-                self._remember(key, (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)).astype(np.float16))
+            for key, x in zip(part, lac_char_features(lac, part, self.kind)):
+                self._remember(key, x)
 
     def _remember(self, key: tuple[str, ...], x: np.ndarray) -> None:
         self._memo[key] = x

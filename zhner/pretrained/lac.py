@@ -292,3 +292,29 @@ def load_lac_model() -> LacModel:
         transitions=crf[2:],
         tags=_read_tags(lac / "tag.dic"),
     )
+
+
+def char_features(lac: LacModel, sentences: Sequence[Sequence[str]], kind: str) -> list[np.ndarray]:
+    """The frozen features `model.char_features: KIND` gives each sentence's characters: "lac", the top BiGRU layer's
+    states; "lac_scores", LAC's 57 tag scores. Each character's row is scaled to unit L2 norm (as the pretrained
+    embeddings it is concatenated with) and stored as float16: a list of [n_b, FEATURE_DIMS[kind]]. One batched GRU
+    loop over the sentences given; the training featurizer and the torch-free runtime both call this."""
+    if kind not in FEATURE_DIMS:
+        raise ValueError(f"unknown character features {kind!r}: one of {', '.join(FEATURE_DIMS)}")
+    out = []
+    for states in lac.states_batch(sentences):  # [n, 256] each
+        x = states if kind == "lac" else lac.emissions(states)  # [n, dim]
+        out.append((x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)).astype(np.float16))
+    return out
+
+
+def check_weights(kind: str, weights_sha256: str | None) -> str:
+    """The installed LAC's fingerprint; a ZhnerError when a model trained on other weights (`weights_sha256`, from its
+    vocab.json) would read different features from it, or when jieba is missing."""
+    found = fingerprint()
+    if weights_sha256 is not None and weights_sha256 != found:
+        raise ZhnerError(
+            f"model.char_features {kind}: the installed jieba's LAC model (sha256 {found[:12]}...) is not the one this "
+            f"model was trained with ({weights_sha256[:12]}...); install that jieba version"
+        )
+    return found

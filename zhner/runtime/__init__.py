@@ -6,8 +6,8 @@ importing torch or zhner's models, so a deployment needs only `pip install 'zhne
     from zhner.runtime import RuntimeTagger
     RuntimeTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
 
-Its modules import nothing heavier than numpy: `features` (characters, bigrams, lexicon words, BERT's character pieces
-as the graph's inputs), `matcher` (lexicon matching in pure Python), `decoding` (Viterbi and span probabilities in
+Its modules import nothing heavier than numpy: `features` (characters, bigrams, lexicon words, BERT's character pieces,
+LAC's frozen features from jieba's model as the graph's inputs), `matcher` (lexicon matching in pure Python), `decoding` (Viterbi and span probabilities in
 numpy), `tagger` (the session, long-text cutting and stitching as Tagger.predict does them).
 """
 from __future__ import annotations

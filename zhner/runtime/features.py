@@ -1,5 +1,6 @@
 """The graph's inputs from raw characters, in numpy: what zhner.models.fields builds in torch for the fields an exported
-character tagger reads (chars, bigrams, lexicon, BERT's character pieces), from the same vocab.json and lexicon.txt.
+character tagger reads (chars, bigrams, lexicon, BERT's character pieces, LAC's frozen features), from the same
+vocab.json and lexicon.txt (and, for LAC, the installed jieba's model, read by zhner.pretrained.lac in numpy).
 Every batch has mask [B, L] (True = a real character); see zhner.models.fields for the other keys."""
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import numpy as np
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
+from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
+from zhner.pretrained.lac import char_features as lac_char_features
+from zhner.pretrained.lac import check_weights as check_lac_weights
 from zhner.runtime.matcher import WordMatcher
 
 FORMAT = 2  # vocab.json's layout (zhner.models.inputs.FORMAT)
-SUPPORTED = ("chars", "bigrams", "lexicon", "pieces")
+SUPPORTED = ("chars", "bigrams", "lexicon", "pieces", "lac")
 
 
 def pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> np.ndarray:
@@ -45,6 +49,10 @@ class Features:
             raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
         self.pieces = dict(pieces["vocab"]) if pieces is not None else None
         self.lowercase = bool(pieces.get("lowercase", True)) if pieces is not None else True
+        lac = fields.get("lac")  # LAC's frozen features (model.char_features), read from the installed jieba
+        self.lac_kind = str(lac["kind"]) if lac is not None else None
+        if lac is not None:
+            check_lac_weights(self.lac_kind, lac.get("weights_sha256"))
 
     def _vocab(self, name: str) -> Vocab | None:
         field = self.fields.get(name)
@@ -68,6 +76,7 @@ class Features:
         names |= {"bigrams"} if self.bigram_vocab is not None else set()
         names |= {"word_mask", "word_starts", "word_ends"} if self.matcher is not None else set()
         names |= {"words"} if self.words is not None else set()
+        names |= {"char_features"} if self.lac_kind is not None else set()
         return names | ({"bert_ids"} if self.pieces is not None else set())
 
     def batch(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
@@ -83,6 +92,8 @@ class Features:
             batch.update(self._lattice(texts))
         if self.pieces is not None:
             batch["bert_ids"] = self._pieces(texts)
+        if self.lac_kind is not None:
+            batch["char_features"] = self._lac(texts, width)
         return batch
 
     def _normalized(self, field: str, text: str) -> list[str]:
@@ -100,6 +111,14 @@ class Features:
         }
         if self.words is not None:
             out["words"] = pad([self.words.encode(w for _, _, w in m) for m in matches], width)
+        return out
+
+    def _lac(self, texts: Sequence[str], width: int) -> np.ndarray:
+        """[B, L, F] float32 LAC features of the raw characters (as zhner.models.fields.LacField), zero at padding."""
+        rows = lac_char_features(load_lac_model(), [list(t) for t in texts], self.lac_kind)
+        out = np.zeros((len(texts), width, FEATURE_DIMS[self.lac_kind]), dtype=np.float32)
+        for b, x in enumerate(rows):
+            out[b, : len(x)] = x
         return out
 
     def _pieces(self, texts: Sequence[str]) -> np.ndarray:
