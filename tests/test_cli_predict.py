@@ -102,3 +102,5 @@ def test_shipped_names_are_accepted_wherever_a_model_directory_is():
     assert_clean_error(res, "unknown model 'zh-huge': neither a shipped model (zh-small, zh-accurate) nor a model directory")
     res = zhner("info", "zh-huge")
     assert_clean_error(res, "unknown model 'zh-huge'")
+    res = zhner("export", "zh-small")  # its default output would be inside the installed package
+    assert_clean_error(res, "name the .onnx file with -o: zh-small is a shipped model")

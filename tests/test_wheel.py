@@ -69,6 +69,7 @@ def test_wheel_holds_configs_and_types_and_modern_metadata(wheel):
     assert shipped and {f"zhner/configs/{n}" for n in shipped} <= names
     assert "zhner/py.typed" in names
     assert "zhner/resources/default_model/model.safetensors" in names
+    assert "zhner/resources/accurate_model/model.safetensors" in names  # zh-accurate
     assert metadata["License-Expression"] == "MIT"
     assert "deprecat" not in build_log.lower()  # setuptools' banners about `project.license` as a table
     torch = [r for r in metadata.get_all("Requires-Dist") if r.startswith("torch")]

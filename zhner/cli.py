@@ -563,12 +563,16 @@ def export_model(
     zhner.export.load_onnx."""
     import zhner
     from zhner.export import EXAMPLE_TEXTS, ONNX_FILE, export_onnx, load_onnx, same_predictions
+    from zhner.shipped import SHIPPED
 
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401
     except ImportError:
         raise ZhnerError("exporting needs onnx and onnxscript: pip install 'zhner[export]'") from None
+    if output is None and model_dir in SHIPPED:
+        raise ZhnerError(f"name the .onnx file with -o: {model_dir} is a shipped model, whose directory belongs to the "
+                         "installed package")
     model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
     path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8)
