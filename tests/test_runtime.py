@@ -163,11 +163,13 @@ def _torch_free_venv(where: Path, packages: tuple[str, ...] = ("numpy", "onnxrun
 
 def test_runtime_runs_without_torch(exported, tmp_path):
     out, tagger = exported
-    python = _torch_free_venv(tmp_path / "venv")
+    python = _torch_free_venv(tmp_path / "venv", ("numpy", "onnxruntime", "jieba"))
     script = (
         "import json, sys\n"
         "try:\n    import torch\nexcept ImportError:\n    pass\nelse:\n    sys.exit('torch is importable')\n"
         "from zhner.runtime import RuntimeTagger\n"
+        "from zhner.pretrained.lac import char_features, load_lac_model\n"  # LAC's features (zh-accurate) need no torch
+        "assert char_features(load_lac_model(), [list('张三在北京')], 'lac')[0].shape == (5, 256)\n"
         f"print(json.dumps(RuntimeTagger.load({str(out)!r}).predict(json.loads(sys.stdin.read()), confidence=True)))\n"
         "assert not any(m == 'torch' or m.startswith(('torch.', 'zhner.models', 'zhner.nn', 'zhner.train'))"
         " for m in sys.modules), sorted(sys.modules)\n"
