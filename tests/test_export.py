@@ -148,33 +148,31 @@ def test_missing_or_corrupt_onnx_file(tmp_path, shared_data, monkeypatch):
 
 
 def test_int8_export_and_evaluate_onnx(tmp_path, shared_data):
-    """`zhner export --int8` writes onnxruntime's dynamically quantised graph (int8 matrix products, marked in its
-    metadata); `zhner evaluate --onnx FILE` scores a graph: the float graph exactly as PyTorch, the int8 one close."""
+    """`zhner export --int8` writes onnxruntime's dynamically quantised graph (int8 products with weights, marked in its
+    metadata); `zhner evaluate --onnx FILE` scores that graph, close to the PyTorch weights' score. (The float graph's
+    spans equal PyTorch's: the test above.)"""
     import onnx
 
     out = tmp_path / "model"
     common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
               "train.optimizer=adamw", "train.lr=0.005"]
     train(load_config(resolve_config("tener_resume"), TINY["tener_resume"] + common), out, log=lambda _: None)
-    for name, extra in (("fp32.onnx", []), ("int8.onnx", ["--int8"])):
-        res = run_zhner("export", out, "-o", tmp_path / name, *extra, cwd=REPO)
-        assert res.returncode == 0 and res.stderr == "", res.stderr  # onnxruntime's advice is not printed
+    res = run_zhner("export", out, "-o", tmp_path / "int8.onnx", "--int8", cwd=REPO)
+    assert res.returncode == 0 and res.stderr == "", res.stderr  # onnxruntime's advice is not printed
     graph = onnx.load(str(tmp_path / "int8.onnx"))
     ops = {node.op_type for node in graph.graph.node}
     weights = {init.name for init in graph.graph.initializer}
     float_weight_products = [n.name for n in graph.graph.node if n.op_type == "MatMul" and set(n.input) & weights]
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops and float_weight_products == []  # attention's stay float
     assert {p.key: p.value for p in graph.metadata_props}["zhner.quantized"].startswith("int8 dynamic")
-    assert (tmp_path / "int8.onnx").stat().st_size < 0.5 * (tmp_path / "fp32.onnx").stat().st_size
 
     def strict(*extra):
         res = run_zhner("evaluate", out, "resume", "--json", *extra, cwd=REPO)
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)["strict"]
 
-    torch_scores, fp32, int8 = strict(), strict("--onnx", tmp_path / "fp32.onnx"), strict("--onnx", tmp_path / "int8.onnx")
-    assert torch_scores["f1"] > 20  # a model that tags, so that the comparisons mean something
-    assert fp32 == torch_scores
+    torch_scores, int8 = strict(), strict("--onnx", tmp_path / "int8.onnx")
+    assert torch_scores["f1"] > 20  # a model that tags, so that the comparison means something
     assert abs(int8["f1"] - torch_scores["f1"]) < 3.0
     res = run_zhner("evaluate", out, "resume", "--onnx", tmp_path / "missing.onnx", cwd=REPO)
     assert res.returncode == 2 and "no such ONNX file" in res.stderr and "Traceback" not in res.stderr
