@@ -125,13 +125,13 @@ def test_evaluate_maps_source_types_of_the_data(general_run, tmp_path, capsys):
     lines = ["张 B-NR", "三 E-NR", "在 O", "北 B-NS", "京 E-NS", ""]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     mapped.write_text("\n".join(lines).replace("NR", "PER").replace("NS", "LOC") + "\n", encoding="utf-8")
-    evaluate(general_run, str(source), 64, device="cpu", seen_in=None, as_json=True)
+    evaluate(general_run, str(source), 64, device="cpu", seen_in=None, as_json=True, onnx=None)
     from_source = json.loads(capsys.readouterr().out)
-    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=None, as_json=True)
+    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=None, as_json=True, onnx=None)
     assert from_source == json.loads(capsys.readouterr().out)
     assert set(from_source["per_type"]) <= {"PER", "LOC", "ORG"}
     # --seen-in in the source types is mapped too: both gold mentions are seen (张三/PER, 北京/LOC)
-    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=str(source), as_json=True)
+    evaluate(general_run, str(mapped), 64, device="cpu", seen_in=str(source), as_json=True, onnx=None)
     seen = json.loads(capsys.readouterr().out)["seen"]
     assert (seen["seen"]["n_gold"], seen["unseen"]["n_gold"]) == (2, 0)
 

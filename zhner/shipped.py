@@ -43,7 +43,11 @@ def resolve_model(name_or_path: str | Path | None = None) -> str | Path:
         return shipped_dir(name_or_path)
     text = str(name_or_path)
     looks_like_name = isinstance(name_or_path, str) and "/" not in text and "\\" not in text and text.strip() != ""
-    if looks_like_name and not Path(text).exists():
+    try:
+        exists = Path(text).exists()
+    except OSError:  # e.g. a name too long for the file system: the loader names the problem
+        return name_or_path
+    if looks_like_name and not exists:
         raise ZhnerError(
             f"unknown model {text!r}: neither a shipped model ({', '.join(SHIPPED)}) nor a model directory"
         )
