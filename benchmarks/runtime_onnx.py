@@ -133,15 +133,23 @@ def main() -> None:
         "first_answer": {name: summary(rows) for name, rows in runs.items()},
         "resume_test_sentences_per_cpu_s": {k: round(v["sentences_per_cpu_s"], 1) for k, v in speed.items()},
         "resume_test_same_entities": speed["torch"]["entities"] == speed["onnx"]["entities"],
+    }
+    write_result(result, load_before, args.note, args.output)
+
+
+def write_result(result: dict, load_before: tuple[float, ...], note: str, output: str) -> None:
+    """`result` with the machine's conditions (one thread, the cores, load before and after, date), printed and written
+    to `output` as JSON (benchmarks/shipped_models.py writes its file the same way)."""
+    result |= {
         "threads": 1,
         "cpus": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "note": args.note,
+        "note": note,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     print(json.dumps(result, ensure_ascii=False, indent=2))
-    Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    Path(output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -25,10 +25,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from runtime_onnx import first_answer
+from runtime_onnx import first_answer, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("zh-small", "zh-accurate")
@@ -141,15 +140,8 @@ def main() -> None:
         "benchmark": "shipped_models",
         "command": shlex.join(["OMP_NUM_THREADS=1", "python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "rows": rows,
-        "threads": 1,
-        "cpus": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "note": args.note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    print(json.dumps(result, ensure_ascii=False, indent=2))
-    Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_result(result, load_before, args.note, args.output)
 
 
 if __name__ == "__main__":
