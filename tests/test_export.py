@@ -100,14 +100,27 @@ TINY = {
 }
 
 
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, shared_data):
+    """tiny_model(name): a model of TINY trained once for the module (200 Resume sentences, 2 epochs); read only."""
+    made = {}
+
+    def get(name: str):
+        if name not in made:
+            common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2",
+                      "train.batch_size=10", "train.optimizer=adamw", "train.lr=0.005"]
+            made[name] = tmp_path_factory.mktemp("tiny") / "model"
+            train(load_config(resolve_config(name.split()[0]), TINY[name] + common), made[name], log=lambda _: None)
+        return made[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", list(TINY))
-def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, shared_data):
+def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, tiny_model):
     from zhner.data.registry import load_dataset
 
-    common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
-              "train.optimizer=adamw", "train.lr=0.005"]
-    out = tmp_path / "model"
-    train(load_config(resolve_config(name.split()[0]), TINY[name] + common), out, log=lambda _: None)
+    out = tiny_model(name)
     res = run_zhner("export", out, "-o", tmp_path / "m.onnx", "--no-check", cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(tmp_path / "m.onnx")
@@ -147,16 +160,13 @@ def test_missing_or_corrupt_onnx_file(tmp_path, shared_data, monkeypatch):
         export_onnx(Tagger.load(out), res_path / "m.onnx")
 
 
-def test_int8_export_and_evaluate_onnx(tmp_path, shared_data):
+def test_int8_export_and_evaluate_onnx(tmp_path, tiny_model):
     """`zhner export --int8` writes onnxruntime's dynamically quantised graph (int8 products with weights, marked in its
     metadata); `zhner evaluate --onnx FILE` scores that graph, close to the PyTorch weights' score. (The float graph's
     spans equal PyTorch's: the test above.)"""
     import onnx
 
-    out = tmp_path / "model"
-    common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
-              "train.optimizer=adamw", "train.lr=0.005"]
-    train(load_config(resolve_config("tener_resume"), TINY["tener_resume"] + common), out, log=lambda _: None)
+    out = tiny_model("tener_resume")
     res = run_zhner("export", out, "-o", tmp_path / "int8.onnx", "--int8", cwd=REPO)
     assert res.returncode == 0 and res.stderr == "", res.stderr  # onnxruntime's advice is not printed
     graph = onnx.load(str(tmp_path / "int8.onnx"))
