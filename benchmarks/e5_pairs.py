@@ -1,4 +1,5 @@
-"""Paired-by-seed comparisons of the e5-small rows (issue 34) with their models without e5, from results files.
+"""Paired-by-seed comparisons of the pretrained rows (issue 34: e5-small, and LAC's states where the baseline's runs
+survive only as a results file) with their models without them, from results files.
 
     python benchmarks/e5_pairs.py      # writes benchmarks/results/e5_pairs.json and prints a markdown table
 
@@ -37,6 +38,7 @@ PAIRS = [  # (A, B, what A - B measures[, metric: test strict F1 unless named])
     ("bert_classifier_chnsenticorp_e5_sla_1epoch", "bert_classifier_chnsenticorp_e5_1epoch", "SLA on e5-small against plain, ChnSentiCorp (1 epoch)", "accuracy"),
     ("bert_classifier_chnsenticorp_e5_wla_1epoch", "bert_classifier_chnsenticorp_e5_1epoch", "WLA on e5-small against plain, ChnSentiCorp (1 epoch)", "accuracy"),
     ("bert_classifier_chnsenticorp_e5", "tener_classifier_chnsenticorp", "e5-small classifier (GPU, 2 epochs) against the TENER classifier on LAC vectors (CPU)", "accuracy"),
+    ("nflat_weibo_lac", "nflat_weibo", "NFLAT + LAC's BiGRU states against NFLAT (the config's 100 epochs, CPU runs)"),
 ]
 
 
