@@ -39,6 +39,7 @@ PAIRS = [  # (A, B, what A - B measures[, metric: test strict F1 unless named])
     ("bert_classifier_chnsenticorp_e5_wla_1epoch", "bert_classifier_chnsenticorp_e5_1epoch", "WLA on e5-small against plain, ChnSentiCorp (1 epoch)", "accuracy"),
     ("bert_classifier_chnsenticorp_e5", "tener_classifier_chnsenticorp", "e5-small classifier (GPU, 2 epochs) against the TENER classifier on LAC vectors (CPU)", "accuracy"),
     ("nflat_weibo_lac", "nflat_weibo", "NFLAT + LAC's BiGRU states against NFLAT (the config's 100 epochs, CPU runs)"),
+    ("atssa_weibo_lac", "atssa_weibo", "ATSSA + LAC's BiGRU states against ATSSA (the config's 50 epochs, CPU runs)"),
 ]
 
 
