@@ -75,7 +75,7 @@ def table(result: dict) -> str:
         p = "one seed: no test" if r["p"] is None else r["p"]
         seeds = ", ".join(map(str, r["seeds"]))
         a, b = (" / ".join(f"{x:.2f}" for x in r[k]) for k in ("a_test", "b_test"))
-        metric = {"f1_strict": "test strict F1", "accuracy": "test accuracy"}[r.get("metric", "f1_strict")]
+        metric = {"f1_strict": "test strict F1", "accuracy": "test accuracy"}[r["metric"]]
         lines.append(f"| {r['a']} | {r['b']} | {r['what']} | {metric} | {seeds} | {a} | {b} | {r['mean_diff']:+.2f} | {p} |")
     return "\n".join(lines)
 

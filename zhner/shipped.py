@@ -43,12 +43,14 @@ def resolve_model(name_or_path: str | Path | None = None) -> str | Path:
         return shipped_dir(name_or_path)
     text = str(name_or_path)
     looks_like_name = isinstance(name_or_path, str) and "/" not in text and "\\" not in text and text.strip() != ""
+    if not looks_like_name:
+        return name_or_path  # as given: Path("") would be ".", and an empty name is an error of its own
     try:
         exists = Path(text).exists()
     except OSError:  # e.g. a name too long for the file system: the loader names the problem
         return name_or_path
-    if looks_like_name and not exists:
+    if not exists:
         raise ZhnerError(
             f"unknown model {text!r}: neither a shipped model ({', '.join(SHIPPED)}) nor a model directory"
         )
-    return name_or_path  # as given: Path("") would be ".", and an empty name is an error of its own
+    return name_or_path
