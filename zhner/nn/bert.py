@@ -506,11 +506,25 @@ class BertCharFeatures(nn.Module):
     graph, and its outputs are memoised per distinct row of ids (`zhner.nn.memo.RowMemo`, float16), so each sentence
     is encoded once; no gradient reaches it and the optimiser never sees its weights. `memo_disabled` runs it on every
     row instead (ONNX export traces that path); both give the same float16-rounded outputs.
+
+    Partly frozen (`frozen_layers` K > 0): the embeddings and the first K layers are frozen the same way (eval mode, no
+    graph, their output at layer K memoised per row, [CLS] and [SEP] included); only layers K .. N - 1 train, so a
+    training step runs N - K layers forward and backward instead of N, and a saved model needs to store only those
+    (zhner.pipeline reads the frozen ones back from the wheel they came from). K = N is the frozen encoder.
     """
 
-    def __init__(self, bert_config: dict, trainable: bool = True, self_attention: SelfAttentionFactory | None = None):
+    def __init__(
+        self, bert_config: dict, trainable: bool = True, self_attention: SelfAttentionFactory | None = None,
+        frozen_layers: int = 0,
+    ):
         super().__init__()
         config = BertConfig.from_dict(bert_config, "model.bert_config")
+        if not 0 <= frozen_layers <= config.num_hidden_layers:
+            raise ZhnerError(
+                f"{frozen_layers} is not between 0 and the encoder's {config.num_hidden_layers} layers", "model.bert_frozen_layers"
+            )
+        if frozen_layers and self_attention is not None:
+            raise ZhnerError("cannot freeze layers of an SLA / WLA encoder: its gates train in every layer", "model.bert_frozen_layers")
         self.model = BertModel(config, add_pooling_layer=False, self_attention=self_attention)
         self.hidden = config.hidden_size
         self.window = config.max_position_embeddings - 2  # characters per BERT call
@@ -523,6 +537,10 @@ class BertCharFeatures(nn.Module):
             for module in self.model.modules():
                 for name in getattr(module, "new_parameters", ()):
                     module.get_parameter(name).requires_grad_(True)
+        self.frozen_layers = frozen_layers if trainable and frozen_layers < config.num_hidden_layers else 0
+        if frozen_layers:  # the embeddings and the first K layers; K = N freezes the whole encoder, as trainable false
+            self.model.embeddings.requires_grad_(False)
+            self.model.encoder.layer[:frozen_layers].requires_grad_(False)
         self.memo = RowMemo()  # a frozen encoder's outputs by row; not part of the state
         self.use_memo = True  # false: a frozen encoder runs on every row (see memo_disabled)
         # new weights, new outputs: loading into this module, a model holding it, or the encoder alone (the trainer's
@@ -563,10 +581,42 @@ class BertCharFeatures(nn.Module):
         B, L = bert_ids.shape[0], bert_ids.shape[1] - 2
         if L <= self.window:
             mask = torch.arange(L + 2, device=bert_ids.device)[None, :] < (lengths[:, None] + 2)  # [B, L+2]
-            inputs = {"local_mask": local_mask} if local_mask is not None else None
-            out = self.model(input_ids=bert_ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state
-            return out[:, 1 : L + 1]  # [B, L, H]
+            return self.last_hidden(bert_ids, mask, local_mask)[:, 1 : L + 1]  # [B, L, H]
         return torch.cat([self._window(bert_ids, lengths, s, local_mask) for s in range(0, L, self.window)], dim=1)
+
+    def last_hidden(self, ids: torch.Tensor, mask: torch.Tensor, local_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The last layer over one window of rows: ids [B, W] ([CLS] pieces [SEP], padded), attention mask [B, W] (True
+        up to each row's [SEP]) -> [B, W, H]. A partly frozen encoder reads its first K layers' output from the memo."""
+        if not self.frozen_layers:
+            inputs = {"local_mask": local_mask} if local_mask is not None else None
+            return self.model(input_ids=ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state
+        lengths = mask.sum(1) - 2  # [B]: pieces of each row
+        dtype = self.model.embeddings.word_embeddings.weight.dtype
+        if self.use_memo:
+            x = self.memo.features(ids, lengths, self.frozen_prefix, dtype, ends=True)  # [B, W, H]
+        else:
+            x = self.frozen_prefix(ids, lengths).to(torch.float16).to(dtype)  # rounded as the memo keeps it
+        bias = self.model.mask_bias(mask, ids, x.dtype)  # [B, 1, 1, W]
+        for layer in self.model.encoder.layer[self.frozen_layers :]:
+            x, _ = layer(x, bias)
+        return x  # [B, W, H]
+
+    def frozen_prefix(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The embeddings and the first `frozen_layers` layers in eval mode, without a graph: ids [b, W], lengths [b]
+        -> [b, W, H] in float32, every position ([CLS] and [SEP] too; padding's rows are never read)."""
+        mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < (lengths[:, None] + 2)  # [b, W]
+        modules = [self.model.embeddings, *self.model.encoder.layer[: self.frozen_layers]]
+        was_training = [m.training for m in modules]
+        for m in modules:
+            m.eval()
+        with torch.no_grad():
+            x = self.model.embeddings(ids, torch.zeros_like(ids))  # [b, W, H]
+            bias = self.model.mask_bias(mask, ids, x.dtype)
+            for layer in self.model.encoder.layer[: self.frozen_layers]:
+                x, _ = layer(x, bias)
+        for m, training in zip(modules, was_training):
+            m.train(training)
+        return x
 
     def window_ids(self, bert_ids: torch.Tensor, lengths: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Pieces start .. start + w - 1 of each row re-wrapped in [CLS] .. [SEP]: ids [B, w + 2], attention mask
@@ -587,8 +637,8 @@ class BertCharFeatures(nn.Module):
         """Characters start .. start + window - 1 of each sentence, re-wrapped in [CLS] .. [SEP]: [B, w, H]."""
         ids, mask, n = self.window_ids(bert_ids, lengths, start)
         w = ids.shape[1] - 2
-        inputs = {"local_mask": self.window_local_mask(local_mask, start, w, n)} if local_mask is not None else None
-        return self.model(input_ids=ids, attention_mask=mask.long(), attention_inputs=inputs).last_hidden_state[:, 1 : w + 1]
+        window_mask = self.window_local_mask(local_mask, start, w, n) if local_mask is not None else None
+        return self.last_hidden(ids, mask, window_mask)[:, 1 : w + 1]
 
     @staticmethod
     def window_local_mask(local_mask: torch.Tensor, start: int, w: int, n: torch.Tensor) -> torch.Tensor:

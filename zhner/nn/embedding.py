@@ -24,11 +24,12 @@ class CharBigramEmbedding(nn.Module):
         bert_config: dict | None = None,
         bert_trainable: bool = True,
         feature_dim: int = 0,
+        bert_frozen_layers: int = 0,
     ):
         super().__init__()
         self.chars = nn.Embedding(n_chars, char_dim, padding_idx=0)
         self.bigrams = nn.Embedding(n_bigrams, bigram_dim, padding_idx=0) if bigram_dim else None
-        self.bert = BertCharFeatures(bert_config, bert_trainable) if bert_config else None
+        self.bert = BertCharFeatures(bert_config, bert_trainable, frozen_layers=bert_frozen_layers) if bert_config else None
         self.dropout = nn.Dropout(dropout)
         self.feature_dim = feature_dim
         self.out_dim = char_dim + bigram_dim + (self.bert.hidden if self.bert is not None else 0) + feature_dim

@@ -39,36 +39,40 @@ class RowMemo:
         lengths: torch.Tensor,
         encode: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         dtype: torch.dtype = torch.float32,
+        ends: bool = False,
     ) -> torch.Tensor:
         """The outputs [B, P, H] in `dtype`, zero past each row's length; `encode(ids [b, w + 2], lengths [b]) ->
-        [b, w, H]` runs on the rows not seen before only (none when all were)."""
+        [b, w, H]` runs on the rows not seen before only (none when all were). `ends`: the outputs at [CLS] and [SEP]
+        too (a partly frozen encoder's layer K, which the layers above it read): `encode` gives [b, w + 2, H] and the
+        result is [B, P + 2, H]."""
         B, P = ids.shape[0], ids.shape[1] - 2
         n = lengths.tolist()
         keys = [tuple(row[: n[b] + 2]) for b, row in enumerate(ids.tolist())]
         found = {b: self.rows[keys[b]] for b in range(B) if keys[b] in self.rows}  # taken before any eviction
         new = [b for b in range(B) if b not in found]
         if new:
-            found |= self._encode_new(ids, lengths, new, [keys[b] for b in new], encode)
+            found |= self._encode_new(ids, lengths, new, [keys[b] for b in new], encode, 2 if ends else 0)
         hidden = next(iter(found.values())).shape[-1]
-        out = torch.zeros(B, P, hidden, dtype=dtype, device=ids.device)  # [B, P, H]
+        out = torch.zeros(B, P + 2 if ends else P, hidden, dtype=dtype, device=ids.device)  # [B, P (+ 2), H]
         for b, row in found.items():
             out[b, : row.shape[0]] = row.to(device=ids.device, dtype=dtype)
         return out
 
     def _encode_new(
         self, ids: torch.Tensor, lengths: torch.Tensor, new: list[int], keys: list[tuple[int, ...]],
-        encode: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        encode: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ends: int = 0,
     ) -> dict[int, torch.Tensor]:
-        """Encodes rows `new` of the batch (cut to their own longest row), stores and returns them by batch index."""
+        """Encodes rows `new` of the batch (cut to their own longest row), stores and returns them by batch index;
+        each keeps its length + `ends` outputs."""
         index = torch.tensor(new, device=ids.device)
         width = int(lengths[index].max()) + 2
-        out = encode(ids[index, :width], lengths[index])  # [b, width - 2, H]
+        out = encode(ids[index, :width], lengths[index])  # [b, width - 2 + ends, H]
         limit = MEMO_ROWS if self.max_rows is None else self.max_rows
         if len(self.rows) + len(new) > limit:
             self.rows.clear()
         rows = {}
         for i, (b, key) in enumerate(zip(new, keys)):
-            rows[b] = out[i, : int(lengths[b])].to(torch.float16)  # [n, H]
+            rows[b] = out[i, : int(lengths[b]) + ends].to(torch.float16)  # [n (+ 2), H]
             if len(self.rows) < limit:
                 self.rows[key] = rows[b]
         return rows
