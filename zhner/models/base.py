@@ -105,6 +105,9 @@ class CharInputConfig(BaseModelConfig):
     # freeze BERT's embeddings and first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
     # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
     bert_frozen_layers: int = Field(0, ge=0)
+    # trained: the model directory stores only the encoder tensors that trained; the frozen ones (bert_frozen_layers, or
+    # bert_trainable false) are read back from the e5-small wheel at load, checked by sha256 (encoder_reference.json)
+    bert_store: Literal["all", "trained"] = "all"
     # frozen contextual character features concatenated to the character input (zhner.models.fields.LacField): LAC's
     # top BiGRU states (lac, 256 per character) or its 57 tag scores (lac_scores), from the installed jieba's LAC model
     char_features: Literal["none", "lac", "lac_scores"] = "none"

@@ -47,6 +47,9 @@ class BertSettings(BaseModelConfig, LocalAttentionSettings):
     # freeze the embeddings and the first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
     # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
     bert_frozen_layers: int = Field(0, ge=0)
+    # trained: the model directory stores only the encoder tensors that trained; the frozen ones (bert_frozen_layers, or
+    # bert_trainable false) are read back from the e5-small wheel at load, checked by sha256 (encoder_reference.json)
+    bert_store: Literal["all", "trained"] = "all"
     dropout: Dropout = 0.1  # before the output layer
     # SLA / WLA (zhner.nn.local_attention): local_attention, local_window, syntax_distance, gate_init, parser, from
     # LocalAttentionSettings: every layer mixes BERT's attention with a locally masked copy by a gate

