@@ -17,17 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing zhner
-from runtime_onnx import write_result  # noqa: E402 (beside this file)
-from zhner.cli import resolve_config  # noqa: E402
-from zhner.config import load_config  # noqa: E402
-from zhner.data.batching import length_batches  # noqa: E402
-from zhner.train.trainer import make_optimizer, prepare, train_step  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def passes(config_name: str, frozen: int, sentences: int) -> dict:
+    from zhner.cli import resolve_config
+    from zhner.config import load_config
+    from zhner.data.batching import length_batches
+    from zhner.train.trainer import make_optimizer, prepare, train_step
+
     overrides = [f"data.max_train_sentences={sentences}", "data.max_eval_sentences=8",
                  f"model.bert_frozen_layers={frozen}"]
     run = prepare(load_config(resolve_config(config_name), overrides), log=lambda _: None)
@@ -46,6 +44,17 @@ def passes(config_name: str, frozen: int, sentences: int) -> dict:
     return out
 
 
+def table(result: dict) -> str:
+    """The rows as a markdown table (the docs site's `frozen-layers-speed` part)."""
+    lines = ["| frozen layers | trained parameters | first pass, sentences/s (the frozen layers run) | later passes "
+             "(read from the memo) |", "|---|---|---|---|"]
+    for r in result["rows"]:
+        k = r["frozen_layers"]
+        lines.append(f"| {k}{' (fine-tuning)' if k == 0 else ''} | {r['trained_parameters'] / 1e6:.1f} M | "
+                     f"{r['first_pass_sentences_per_s']} | {r['later_pass_sentences_per_s']} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="bert_e5_resume")
@@ -54,6 +63,10 @@ def main() -> None:
     parser.add_argument("-o", "--output", default="benchmarks/results/frozen_layers_speed.json")
     parser.add_argument("--note", default="", help="the machine's conditions, recorded with the result")
     args = parser.parse_args()
+    sys.path[:0] = [str(HERE.parent), str(HERE)]  # zhner from this checkout; runtime_onnx beside this file
+    import torch
+    from runtime_onnx import write_result
+
     torch.set_num_threads(1)
     load = os.getloadavg()
     rows = [passes(args.config, k, args.sentences) for k in args.layers]

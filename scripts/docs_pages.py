@@ -80,6 +80,10 @@ def e5_frozen() -> str:
     return _benchmark("e5_frozen").table(_result("e5", "frozen")) + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
 
 
+def frozen_layers_speed() -> str:
+    return _benchmark("frozen_layers_speed").table(_result("frozen", "layers_speed")) + _source("frozen_layers_speed.json")
+
+
 def lac_check() -> str:
     return _benchmark("lac_check").table(_result("lac", "check")) + _source("lac_check.json")
 
@@ -150,6 +154,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "length-sweep": length_sweep,
     "e5-pairs": e5_pairs,
     "e5-frozen": e5_frozen,
+    "frozen-layers-speed": frozen_layers_speed,
     "lac-check": lac_check,
     "lac-pairs": lac_pairs,
     "cli-reference": cli_reference,
