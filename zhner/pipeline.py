@@ -37,7 +37,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
 from zhner.nn.int8 import dequantize_state, quantize_state
-from zhner.pretrained.wheel_weights import REFERENCE, read_wheel, reference, referenced_tensors
+from zhner.pretrained.wheel_weights import REFERENCE, reference, referenced_tensors
 from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -235,7 +235,7 @@ class Pipeline:
         frozen = {prefix + name: name for name, p in bert.model.named_parameters() if not p.requires_grad}
         vocab = self.featurizer.fields["pieces"].vocab
         tensors = {key: (name, state[key].detach().float().cpu().numpy()) for key, name in frozen.items()}
-        record = reference(tensors, sorted(vocab, key=vocab.get), read_wheel())
+        record = reference(tensors, sorted(vocab, key=vocab.get))
         return record, {k: v for k, v in state.items() if k not in record["tensors"]}
 
     def save_metrics(self, directory: str | Path) -> None:

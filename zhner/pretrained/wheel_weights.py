@@ -73,12 +73,16 @@ def sha256(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array, dtype="<f4").tobytes()).hexdigest()
 
 
-def reference(tensors: dict[str, tuple[str, np.ndarray]], pieces: Sequence[str], wheel: Q4Model) -> dict:
+def reference(tensors: dict[str, tuple[str, np.ndarray]], pieces: Sequence[str]) -> dict:
     """The record of the `tensors` (state key -> (BertModel name, float32 value)) that equal the wheel's, the word
     embeddings' rows mapped through `pieces` (the model's piece of each row). A tensor that differs from the wheel's
-    (an encoder read from elsewhere) is not in it: the caller stores what the record leaves out."""
-    rows = piece_ids(wheel, pieces)
-    record: dict = {"encoder": E5_NAME, "wheel": f"{WHEEL}=={WHEEL_VERSION}", "rows": rows, "tensors": {}}
+    (an encoder read from elsewhere) is not in it: the caller stores what the record leaves out. The wheel is read
+    only when there is a tensor to compare."""
+    record: dict = {"encoder": E5_NAME, "wheel": f"{WHEEL}=={WHEEL_VERSION}", "rows": [], "tensors": {}}
+    if not tensors:
+        return record
+    wheel = read_wheel()
+    rows = record["rows"] = piece_ids(wheel, pieces)
     for key, (name, value) in tensors.items():
         by_rows = name == WORD_EMBEDDINGS
         source = wheel_tensor(wheel, name, rows if by_rows else None)
