@@ -29,6 +29,8 @@ PAIRS = [  # (frozen, fine-tuned, what, how much is frozen)
     # model.bert_frozen_layers: the embeddings and the first K of 12 layers frozen, their output memoised
     ("bert_tagger_resume_e5_k6", "bert_tagger_resume_e5", "BERT-CRF on e5-small, Resume", "layers 1-6 frozen, memoised"),
     ("bert_tagger_resume_e5_k9", "bert_tagger_resume_e5", "BERT-CRF on e5-small, Resume", "layers 1-9 frozen, memoised"),
+    # the same, against fine-tuning on this CPU (seeds 42 and 43)
+    ("bert_tagger_resume_e5_k6", "bert_tagger_resume_e5_cpu", "BERT-CRF on e5-small, Resume (CPU)", "layers 1-6 frozen, memoised"),
 ]
 
 
@@ -103,6 +105,7 @@ def table(result: dict) -> str:
     for p in result["pairs"]:
         f, t = p["frozen"], p["fine_tuned"]
         seeds = ", ".join(map(str, f["seeds"]))
+        common = "" if p["seeds"] == f["seeds"] else f"; seeds {', '.join(map(str, p['seeds']))}"
         if t["name"] not in shown:
             shown.add(t["name"])
             lines.append(f"| {p['what']} | fine-tuned | {t['device']} | {', '.join(map(str, t['seeds']))} | {t['dev']:.2f} | "
@@ -111,7 +114,7 @@ def table(result: dict) -> str:
         lines.append(f"| {p['what']} | {p.get('how', FROZEN)} | {f['device']} | {seeds} | {f['dev']:.2f} | "
                      f"{f['test']:.2f} ± {f['test_std']:.2f} | {f['first_sentences_per_s']} (epoch 1), "
                      f"{f['later_sentences_per_s']} (later) | {f['first_epoch_s']} (epoch 1), {f['later_epoch_s']} (later) | "
-                     f"{f['epochs']}, {f['run_s']} | {p['mean_diff']:+.2f} ({p['p']}) |")
+                     f"{f['epochs']}, {f['run_s']} | {p['mean_diff']:+.2f} ({p['p']}{common}) |")
     return "\n".join(lines)
 
 
