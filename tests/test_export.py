@@ -116,14 +116,13 @@ def tiny_model(tmp_path_factory, shared_data):
     return get
 
 
-@pytest.mark.parametrize("name", list(TINY))
+# plain TENER is left out: its graph is the LAC variant's without the features input (the int8 test exports it too)
+@pytest.mark.parametrize("name", [name for name in TINY if name != "tener_resume"])
 def test_exported_model_tags_the_resume_test_set_like_pytorch(name, tmp_path, tiny_model):
     from zhner.data.registry import load_dataset
 
     out = tiny_model(name)
-    res = run_zhner("export", out, "-o", tmp_path / "m.onnx", "--no-check", cwd=REPO)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == str(tmp_path / "m.onnx")
+    export_onnx(Tagger.load(out), tmp_path / "m.onnx")  # in process: `zhner export` is run by the int8 test below
 
     texts = [s.text for s in load_dataset("resume")["test"].sentences]
     assert len(texts) == 477
@@ -169,6 +168,7 @@ def test_int8_export_and_evaluate_onnx(tmp_path, tiny_model):
     out = tiny_model("tener_resume")
     res = run_zhner("export", out, "-o", tmp_path / "int8.onnx", "--int8", cwd=REPO)
     assert res.returncode == 0 and res.stderr == "", res.stderr  # onnxruntime's advice is not printed
+    assert res.stdout.strip() == str(tmp_path / "int8.onnx")  # the path written, for scripts
     graph = onnx.load(str(tmp_path / "int8.onnx"))
     ops = {node.op_type for node in graph.graph.node}
     weights = {init.name for init in graph.graph.initializer}

@@ -89,7 +89,7 @@ def user_folder(tmp_path: Path, shared_data: Path) -> Path:
     (tmp_path / "zhner").symlink_to(REPO / "zhner")  # the clone's package folder (the shipped model's directory); only read
     corpus = tmp_path / "my_corpus"
     corpus.mkdir()
-    for split, n in (("train", 50), ("dev", 15), ("test", 15)):
+    for split, n in (("train", 20), ("dev", 10), ("test", 10)):
         _slice(shared_data / "resume_ner" / f"{split}.char.bmes", corpus / f"{split}.bmes", n)
     return tmp_path
 
