@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from cli_runner import run_zhner
 from conftest import REPO, TINY_TENER
 from zhner.train.distributed import Context, shard
 
@@ -36,11 +37,9 @@ SETTINGS = [o for o in TINY_TENER if not o.startswith(("data.max_train", "train.
 
 def _train(out, nproc, shared_env, extra=()):
     args = ["train", "tener_resume", "-o", str(out)] + [a for o in [*SETTINGS, *extra] for a in ("--set", o)]
-    if nproc == 1:
-        cmd = [sys.executable, "-m", "zhner.cli", *args]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "-m", "zhner.cli", *args]
+    if nproc == 1:  # the reference: a process of its own, forked with torch already imported (tests/cli_runner.py)
+        return run_zhner(*args, cwd=REPO, timeout=600)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", "zhner.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=shared_env, timeout=600)
 
 
