@@ -94,6 +94,9 @@ class TrainConfig(_Section):
     optimizer: Literal["sgd", "adamw"] = "sgd"
     lr: float = Field(1e-3, gt=0)
     bert_lr: float | None = Field(None, gt=0)  # learning rate of the BERT encoder, when the model has one (default: lr)
+    # layer-wise decay of BERT's rate: of L layers, layer l trains at bert_lr * decay^(L-1-l), the embeddings at
+    # bert_lr * decay^L (the top layer and the pooler at bert_lr); null: one rate for the whole encoder
+    bert_layer_decay: float | None = Field(None, gt=0, le=1)
     gate_lr: float | None = Field(None, gt=0)  # SLA / WLA gates (model.local_attention); default: their encoder's rate
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)

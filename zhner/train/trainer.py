@@ -17,6 +17,7 @@ import logging
 import os
 import pickle
 import random
+import re
 import string
 import sys
 import time
@@ -134,6 +135,9 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
             "trained stores only the trained encoder tensors and reads the frozen ones back from the e5-small wheel: "
             f"it needs model.bert: {E5_NAME}, not {config.model.bert!r}", "model.bert_store",
         )
+    if config.train.bert_layer_decay and not getattr(config.model, "bert", None) and not hasattr(config.model, "english_bert"):
+        raise ZhnerError("sets the rates of BERT's layers, and this model has no BERT encoder (model.bert)",
+                         "train.bert_layer_decay")
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
@@ -477,10 +481,15 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
     # train.gate_lr they get a rate of their own; else they train with the encoder around them (the param groups --
     # and so checkpoints -- are then as before gate_lr existed)
     gate = {n for n, _ in named if ".self.gate." in n or ".selector.gate." in n} if tc.gate_lr else set()
-    bert = [p for n, p in named if ".bert." in f".{n}" and n not in gate]
+    bert = [(n, p) for n, p in named if ".bert." in f".{n}" and n not in gate]
     params: list = [{"params": [p for n, p in named if ".bert." not in f".{n}" and n not in gate]}]
-    if bert:  # BERT fine-tunes at its own rate (train.bert_lr) when one is set
-        params.append({"params": bert, "lr": tc.bert_lr or tc.lr})
+    if bert and tc.bert_layer_decay:  # one group per depth below the top layer, each at its decayed rate
+        depth = bert_depths(model)
+        for d in sorted({depth[n] for n, _ in bert}):
+            params.append({"params": [p for n, p in bert if depth[n] == d],
+                           "lr": (tc.bert_lr or tc.lr) * tc.bert_layer_decay ** d})
+    elif bert:  # BERT fine-tunes at its own rate (train.bert_lr) when one is set
+        params.append({"params": [p for _, p in bert], "lr": tc.bert_lr or tc.lr})
     if gate:
         params.append({"params": [p for n, p in named if n in gate], "lr": tc.gate_lr})
     if tc.optimizer == "sgd":
@@ -490,6 +499,25 @@ def make_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimi
     # 2.2x faster on one thread (README "Speed"). SGD keeps its loop: fused gains 8% there, and changing its rounding
     # would move every published SGD figure in its last digits.
     return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=_fused_supported(params))
+
+
+def bert_depths(model: torch.nn.Module) -> dict[str, int]:
+    """Each BERT parameter's name -> how many of its encoder's layers lie above it: 0 for the top layer (and the pooler,
+    which reads it), L for the embeddings of an L-layer encoder. Frozen layers count too (bert_frozen_layers), so a
+    layer's depth does not depend on what trains. A model may hold two encoders (ACT-S: e5 or BERT features on the
+    Chinese side, the English encoder): each is counted on its own, by the name before its `.model.`."""
+    names = [n for n, _ in model.named_parameters() if ".bert." in f".{n}"]
+    layer = {n: re.search(r"\.encoder\.layer\.(\d+)\.", n) for n in names}
+    encoder = {n: n.split(".model.")[0] for n in names}
+    layers: dict[str, int] = {}
+    for n, found in layer.items():
+        if found:
+            layers[encoder[n]] = max(layers.get(encoder[n], 0), int(found.group(1)) + 1)
+    depths = {}
+    for n in names:
+        top = layers.get(encoder[n], 0)
+        depths[n] = top - 1 - int(layer[n].group(1)) if layer[n] else top if ".embeddings." in n else 0
+    return depths
 
 
 def _fused_supported(groups: list[dict]) -> bool:
