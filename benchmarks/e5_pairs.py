@@ -25,6 +25,7 @@ PAIRS = [  # (A, B, what A - B measures[, metric: test strict F1 unless named])
     ("nflat_weibo_e5", "nflat_weibo", "NFLAT + e5-small against NFLAT (CPU runs)"),
     ("flat_msra_e5", "flat_msra", "FLAT + e5-small (2 epochs) against FLAT (10 epochs AdamW), MSRA"),
     ("nflat_msra_e5", "nflat_msra", "NFLAT + e5-small (2 epochs) against NFLAT, MSRA"),
+    ("bert_tagger_resume_e5_llrd09", "bert_tagger_resume_e5_cpu", "BERT-CRF on e5-small, Resume: layer-wise lr decay 0.9 against one encoder rate (CPU runs)"),
     ("bert_tagger_msra_e5_lr1e4", "bert_tagger_msra_e5", "BERT-CRF on e5-small, MSRA: encoder lr 1e-4 x 4 epochs against 5e-5 x 3"),
     ("atssa_resume_e5", "atssa_resume", "ATSSA + e5-small (GPU, 6 epochs AdamW) against ATSSA (CPU, 50 epochs SGD)"),
     ("atssa_weibo_e5", "atssa_weibo", "ATSSA + e5-small (GPU, 10 epochs AdamW) against ATSSA (CPU, 50 epochs SGD)"),
