@@ -93,6 +93,9 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
     """Load data and vectors, build vocabularies and the model, initialise embeddings from pretrained vectors (and the
     whole model from a trained one with train.init_from). torch's thread count (train.threads) is the caller's to set:
     the CLI sets it; a library call leaves the process's global state alone."""
+    if config.train.bert_layer_decay and not getattr(config.model, "bert", None) and not hasattr(config.model, "english_bert"):
+        raise ZhnerError("sets the rates of BERT's layers, and this model has no BERT encoder (model.bert)",
+                         "train.bert_layer_decay")
     seed_everything(config.train.seed)
     splits, parts = load_splits(config)
     source = load_source(config.train.init_from) if config.train.init_from else None  # before the slow steps: fail early
@@ -135,9 +138,6 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
             "trained stores only the trained encoder tensors and reads the frozen ones back from the e5-small wheel: "
             f"it needs model.bert: {E5_NAME}, not {config.model.bert!r}", "model.bert_store",
         )
-    if config.train.bert_layer_decay and not getattr(config.model, "bert", None) and not hasattr(config.model, "english_bert"):
-        raise ZhnerError("sets the rates of BERT's layers, and this model has no BERT encoder (model.bert)",
-                         "train.bert_layer_decay")
     if config.model.bert:
         weights = getattr(config.model, "bert_weights", True)
         bert = load_bert(config.model.bert, weights, getattr(config.model, "bert_shape", None))
