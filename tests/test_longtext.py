@@ -7,7 +7,7 @@ import pytest
 
 from conftest import REPO, TINY_TENER
 from test_cli import zhner
-from zhner.data.longtext import SENTENCE_END, split_long_text, stitch
+from zhner.data.longtext import SENTENCE_END, split_long_text, stitch, token_parts
 
 ALPHABET = "张三。！？\n，北京大学abc"
 
@@ -49,6 +49,33 @@ def true_entities(rng: random.Random, text: str, max_len: int) -> list[tuple[int
         else:
             i += 1
     return spans
+
+
+def test_token_parts_partition_in_order_within_the_budget():
+    """Token parts cover the tokens in order, each within max_size unless one token alone is larger; a too-long
+    sequence is cut after every sentence end, as split_long_text cuts text (with characters as tokens: its cuts)."""
+    rng = random.Random(5)
+    for _ in range(300):
+        tokens = list(random_text(rng, rng.randint(1, 300)))
+        sizes = [rng.choice((1, 1, 2, 3)) for _ in tokens]
+        max_size = rng.randint(2, 60)
+        parts = token_parts(tokens, sizes, max_size)
+        assert parts[0][0] == 0 and parts[-1][1] == len(tokens)
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])) and all(s < e for s, e in parts)
+        assert all(sum(sizes[s:e]) <= max_size or e - s == 1 for s, e in parts)
+        if sum(sizes) > max_size:  # no part runs past a sentence end
+            assert not any(SENTENCE_END.fullmatch(tokens[i]) and not SENTENCE_END.fullmatch(tokens[i + 1])
+                           for s, e in parts for i in range(s, e - 1))
+        if sum(sizes) <= max_size:
+            assert parts == [(0, len(tokens))]
+        text, ones = "".join(tokens), [1] * len(tokens)  # characters as tokens: the cuts of split_long_text, no overlap
+        expected = [(offset, offset + len(chunk)) for offset, chunk in split_long_text(text, max_size)]
+        assert token_parts(tokens, ones, max_size) == expected
+    chars = list("我爱北京。你好吗？今天天气很好")
+    assert token_parts(chars, [1] * len(chars), 6) == [(0, 5), (5, 9), (9, 15)]
+    assert token_parts(chars, [1] * len(chars), 4) == [(0, 4), (4, 5), (5, 9), (9, 13), (13, 15)]
+    words = "Mr . Smith went to Paris . He is fine ...".split()  # a full stop ends a sentence before a space
+    assert token_parts(words, [1] * len(words), 5, [True] * len(words)) == [(0, 2), (2, 7), (7, 11)]
 
 
 def test_stitch_recovers_every_entity_once():

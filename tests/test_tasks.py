@@ -227,8 +227,16 @@ def test_english_tagger_onnx_export_matches(conll_model, tmp_path):
     onnx = OnnxTagger.load(tmp_path / "m", path)
     predicted = tagger.predict(texts, confidence=False)  # ONNX entities carry no score
     assert all(predicted) and onnx.predict(texts) == predicted
-    with pytest.raises(ZhnerError, match="word pieces"):  # one sentence past the graph's window: refused, not a crash
-        onnx.tag([example_from_text("Germany " * 60, "word")])
+    # one sentence past the graph's window: tagged in parts cut at its sentence ends, each as PyTorch tags it alone
+    sentence = "Peter Smith lives in Berlin , Germany ."
+    long_example = example_from_text(" ".join([sentence] * 12), "word")
+    assert len(tagger.featurizer.encode(long_example)["bert_ids"]) > 40
+    short = example_from_text(sentence, "word")
+    parts, owners = onnx.window_parts([short, long_example, short])
+    assert owners == [0] + [1] * 12 + [2] and all(part.tokens == short.tokens for part in parts)
+    assert onnx.tag([short, long_example]) == [tagger.tag([short])[0], tagger.tag([short])[0] * 12]
+    with pytest.raises(ZhnerError, match="word pieces"):  # one word of more pieces than the window: refused, no crash
+        onnx.tag([Example(["x1" * 25])])  # one word of 49 pieces in this vocabulary
 
 
 def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path, shared_data):

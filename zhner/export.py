@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from zhner.data.example import Example
+from zhner.data.longtext import token_parts
 from zhner.errors import ZhnerError
 from zhner.fileio import staged_path, writing
 from zhner.nn.bert import BertCharFeatures, memo_disabled
@@ -256,8 +258,8 @@ class OnnxTagger(Tagger):
         bert = self.model.bert_encoder()
         if bert is not None and batch["bert_ids"].shape[1] > bert.window + 2:
             raise ZhnerError(
-                f"a sentence of more than {bert.window} word pieces: the exported BERT graph takes one window; "
-                "tag long text with predict (it cuts text into pieces), or use the PyTorch model"
+                f"a token of more than {bert.window} word pieces: the exported BERT graph takes one window; "
+                "use the PyTorch model"
             )
         if "en_ids" in batch:
             batch = _at_least_one_english_piece(batch, self.translation_field().pad_id)
@@ -272,8 +274,36 @@ class OnnxTagger(Tagger):
             emissions, start, trans, end = outputs
             return viterbi(emissions, lengths, start, trans, end)
 
-        paths = run_in_batches(self.featurizer, sentences, batch_size, ONNX_MAX_CELLS, decode, [])
+        parts, owners = self.window_parts(sentences)
+        paths: list[list[int]] = [[] for _ in sentences]
+        for owner, path in zip(owners, run_in_batches(self.featurizer, parts, batch_size, ONNX_MAX_CELLS, decode, [])):
+            paths[owner].extend(path)
         return [[self.featurizer.tags[t] for t in path] for path in paths]
+
+    def window_parts(self, sentences: Sequence) -> tuple[list, list[int]]:
+        """The sentences as the graph takes them, and the index of the sentence each part is of: a sentence of more word
+        pieces than BERT's window (510) is cut into parts at its sentence ends, as `predict` cuts long text
+        (zhner.data.longtext.token_parts), and their tags joined. The PyTorch model reads such a sentence whole (its
+        encoder in windows, the layers above over the whole sentence), so the two may differ on it."""
+        bert, field = self.model.bert_encoder(), self.featurizer.fields.get("pieces")
+        if bert is None or field is None:
+            return list(sentences), list(range(len(sentences)))
+        parts, owners = [], []
+        for i, sentence in enumerate(sentences):
+            ex = sentence if isinstance(sentence, Example) else Example(list(sentence))
+            encoded = field.encode(ex)
+            pieces = len(encoded["bert_ids"]) - 2
+            if pieces <= bert.window:
+                parts.append(sentence)
+                owners.append(i)
+                continue
+            first = [f - 1 for f in encoded.get("first_piece", range(1, len(ex.tokens) + 1))]  # each token's first piece
+            sizes = [b - a for a, b in zip(first, first[1:] + [pieces])]
+            for s, e in token_parts(ex.tokens, sizes, bert.window, ex.spaces):
+                spaces = ex.spaces[s:e] if ex.spaces is not None else None
+                parts.append(Example(ex.tokens[s:e], spaces=spaces, translation=ex.translation, line=ex.line))
+                owners.append(i)
+        return parts, owners
 
 
 class OnnxClassifier(Classifier):

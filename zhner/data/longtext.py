@@ -74,3 +74,31 @@ def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple]]) -> lis
         kept_starts.insert(i, s)
         kept.insert(i, (s, e, label, *extra))
     return kept
+
+
+
+def token_parts(tokens: list[str], sizes: list[int], max_size: int, spaces: list[bool] | None = None) -> list[tuple[int, int]]:
+    """[start, end) ranges partitioning a token sequence into parts of at most `max_size` (summing `sizes`, e.g. each
+    token's word pieces): the whole sequence if it fits; else one part per sentence, cut where `split_long_text` cuts
+    the tokens' text (`spaces`: whether a space follows each token; None: none does), and a sentence still too long
+    cut into consecutive parts. A single token larger than max_size is a part of its own (the model names the problem)."""
+    if sum(sizes) <= max_size:
+        return [(0, len(tokens))]
+    text, token_end = "", {}  # token_end: text offset -> the number of tokens ending there
+    for i, token in enumerate(tokens):
+        text += token
+        token_end[len(text)] = i + 1
+        text += " " if spaces is not None and spaces[i] else ""
+    ends = sorted({token_end[m.end()] for m in SENTENCE_END.finditer(text) if m.end() in token_end} - {len(tokens)})
+    parts: list[tuple[int, int]] = []
+    start = 0
+    for end in ends + [len(tokens)]:
+        used = 0
+        for i in range(start, end):
+            if used + sizes[i] > max_size and used > 0:
+                parts.append((start, i))
+                start, used = i, 0
+            used += sizes[i]
+        parts.append((start, end))
+        start = end
+    return parts
