@@ -3,7 +3,7 @@ int8 weights) and the time to a first answer from a cold start.
 
     OMP_NUM_THREADS=1 python benchmarks/shipped_models.py          # writes benchmarks/results/shipped_models.json
 
-For each shipped model (zh-small, zh-accurate) the directory is copied to a temporary one and exported there twice
+For each shipped model (zh-small, zh-accurate; or --models DIR for a candidate) the directory is copied to a temporary one and exported there twice
 (`zhner export`, and `zhner export --int8`: onnxruntime's dynamic quantisation). Then:
   - strict F1 on each corpus's test set, in the model's types (the data.union type maps of its config), with the PyTorch
     weights, the ONNX graph and the int8 graph (`zhner evaluate MODEL DATA --onnx FILE` scores the same way);
@@ -69,7 +69,9 @@ print(json.dumps({"sentences_per_cpu_s": len(texts) / cpu, "entities": sum(map(l
 
 
 def python(code: str, *args: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"a measurement failed ({' '.join(args)}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -93,12 +95,13 @@ def test_texts(directory: Path, env: dict) -> list[str]:
 def measure(name: str, tmp: Path, env: dict, runs: int) -> dict:
     from zhner.shipped import shipped_dir
 
-    directory = tmp / name
-    shutil.copytree(shipped_dir(name), directory)
+    source = Path(name) if Path(name).is_dir() else shipped_dir(name)  # a candidate's run directory, or a shipped name
+    directory = tmp / source.name
+    shutil.copytree(source, directory, ignore=shutil.ignore_patterns("checkpoint.pt", "*.onnx"))
     own_files = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
     graphs = export(directory, env)
     texts = test_texts(directory, env)
-    texts_file = tmp / f"{name}.texts.json"
+    texts_file = tmp / f"{directory.name}.texts.json"
     texts_file.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
     f1 = {path: python(SCORE, str(directory), "-" if path == "torch" else str(graphs[path]), env=env) for path in PATHS}
     speed = {}
@@ -126,7 +129,7 @@ def measure(name: str, tmp: Path, env: dict, runs: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), help="shipped names or model directories")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "shipped_models.json"))
     parser.add_argument("--note", default="")
