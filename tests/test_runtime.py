@@ -229,3 +229,23 @@ def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):
     onnx.save(graph, str(tmp_path / "bad.onnx"))
     with pytest.raises(ZhnerError, match=r"bad.onnx: malformed metadata zhner.piece_chars='many'"):
         RuntimeTagger.load(out, tmp_path / "bad.onnx")
+
+
+def test_a_lattice_model_on_bert_cuts_text_at_the_encoders_window(tiny_sp_bert, tmp_path, shared_data):
+    """FLAT + a BERT encoder: a piece of text is at most one BERT window (here 62 of 64 positions), so the exported
+    graph, which takes one window, gets pieces it can take, and the runtime tags long text as PyTorch does."""
+    from zhner.data.registry import load_dataset
+
+    overrides = ["data.max_train_sentences=60", "data.max_eval_sentences=10", "train.epochs=1", "train.batch_size=10",
+                 f"model.bert={tiny_sp_bert}", "model.heads=2", "model.head_dim=8"]
+    train(load_config(resolve_config("flat_e5_resume"), overrides), tmp_path, log=lambda _: None)
+    tagger = Tagger.load(tmp_path)
+    assert tagger.piece_chars() == tagger.model.bert_encoder().window == 62
+    export_onnx(tagger, tmp_path / "model.onnx")
+    runtime = RuntimeTagger.load(tmp_path)
+    assert runtime.piece_chars() == 62
+    texts = [s.text for s in load_dataset("resume")["test"].sentences[:40]]
+    texts.append("".join(texts[:12]).replace("。", "，"))  # one sentence of several windows
+    assert len(texts[-1]) > 3 * 62
+    expected = tagger.predict(texts, confidence=False)
+    assert sum(map(len, expected)) > 20 and runtime.predict(texts, batch_size=7) == expected

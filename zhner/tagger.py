@@ -81,9 +81,12 @@ class Tagger(Pipeline):
         return low
 
     def piece_chars(self, memory_mb: float = MEMORY_MB) -> int:
-        """The longest piece `predict` tags whole: PIECE_CHARS, or less where the memory budget or the model (BERT's
-        positions: `max_piece_chars`) demands it."""
-        return min(PIECE_CHARS, self.max_chars(memory_mb), getattr(self.model, "max_piece_chars", PIECE_CHARS))
+        """The longest piece `predict` tags whole: PIECE_CHARS, or less where the memory budget or a BERT encoder's
+        window (510 of its 512 positions: an exported graph takes one window, and every path cuts text alike) demands it.
+        A word piece covers at least one character, so this many characters never make more pieces than the window."""
+        bert = self.model.bert_encoder()
+        window = bert.window if bert is not None else PIECE_CHARS
+        return min(PIECE_CHARS, self.max_chars(memory_mb), window)
 
     def split(self, text: str, memory_mb: float = MEMORY_MB) -> list[Piece]:
         """The pieces `predict` tags for `text`: the text itself, or its sentences (and windows) when it is longer than

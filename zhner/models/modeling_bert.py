@@ -118,12 +118,6 @@ class BertTagger(SequenceTagger):
     def bert_encoder(self) -> nn.Module:
         return self.bert
 
-    @property
-    def max_piece_chars(self) -> int:
-        """Text the tagger hands over in one piece: at most one BERT window (a word has at least one character per
-        word piece, so this many characters never make more pieces than BERT has positions)."""
-        return self.bert.window
-
     def inference_bytes(self, length: int) -> int:
         heads = int(self.config.bert_config.get("num_attention_heads", 12))
         window = min(length, self.bert.window)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zhner.data.sentencepiece import char_piece_ids
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
@@ -49,6 +50,8 @@ class Features:
             raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
         self.pieces = dict(pieces["vocab"]) if pieces is not None else None
         self.lowercase = bool(pieces.get("lowercase", True)) if pieces is not None else True
+        # a SentencePiece vocabulary (e5-small's: it has scores) reads NFKC characters in a piece form, as PieceField
+        self.piece_form = str(pieces.get("form", "bare")) if pieces is not None and pieces.get("scores") else None
         lac = fields.get("lac")  # LAC's frozen features (model.char_features), read from the installed jieba
         self.lac_kind = str(lac["kind"]) if lac is not None else None
         if lac is not None:
@@ -124,5 +127,8 @@ class Features:
     def _pieces(self, texts: Sequence[str]) -> np.ndarray:
         vocab = self.pieces
         unk, cls, sep = vocab[UNK], vocab[CLS], vocab[SEP]
-        rows = [[cls, *(vocab.get(c.lower() if self.lowercase else c, unk) for c in t), sep] for t in texts]
+        if self.piece_form is not None:
+            rows = [[cls, *char_piece_ids(t, vocab, unk, self.piece_form), sep] for t in texts]
+        else:
+            rows = [[cls, *(vocab.get(c.lower() if self.lowercase else c, unk) for c in t), sep] for t in texts]
         return pad(rows, max(len(r) for r in rows), vocab.get(PAD, 0))
