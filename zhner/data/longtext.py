@@ -76,7 +76,6 @@ def stitch(pieces: list[tuple[int, str]], piece_spans: list[list[tuple]]) -> lis
     return kept
 
 
-
 def token_parts(tokens: list[str], sizes: list[int], max_size: int, spaces: list[bool] | None = None) -> list[tuple[int, int]]:
     """[start, end) ranges partitioning a token sequence into parts of at most `max_size` (summing `sizes`, e.g. each
     token's word pieces): the whole sequence if it fits; else one part per sentence, cut where `split_long_text` cuts
