@@ -145,11 +145,11 @@ def test_memory_budget_must_be_finite():
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_endless_lines_are_refused_at_the_limit(gold):
-    """/dev/zero is one endless line: predict, score (either file, --seen-in) and train's config stop at the line
-    limit with an error naming it, instead of reading until memory runs out."""
+    """/dev/zero is one endless line: predict and score (either file, --seen-in) stop at the line limit with an error
+    naming it, instead of reading until memory runs out; train refuses it as a config, which must be a regular file."""
     for args in (["predict", "/dev/zero"], ["score", "/dev/zero", gold], ["score", gold, gold, "--seen-in", "/dev/zero"]):
         assert_clean_error(zhner(*args), "/dev/zero:1", "a line longer than 16,777,216 bytes")
-    assert_clean_error(zhner("train", "/dev/zero", "-o", "never"), "/dev/zero", "larger than 1,048,576 bytes")
+    assert_clean_error(zhner("train", "/dev/zero", "-o", "never"), "/dev/zero", "a character device", "regular files only")
     res = zhner("predict", "-", stdin="张三\n" + "好" * 6_000_000 + "\n")  # 18 MB on line 2
     assert_clean_error(res, "<stdin>:2", "a line longer than")
 

@@ -800,23 +800,13 @@ def _raw_texts(source: str, all_splits: bool = False) -> list[str]:
     from zhner.data.catalogue import DATASETS
     from zhner.data.corpus import read_corpus
     from zhner.data.registry import load_dataset
-    from zhner.fileio import reading
+    from zhner.fileio import utf8_lines
 
     if not Path(source).exists() and source in DATASETS:
         splits = load_dataset(source)
         return [ex.text for name, corpus in splits.items() if all_splits or name == "train" for ex in corpus]
     if Path(source).suffix == ".txt":
-        with reading(source, "a text file"):
-            raw = Path(source).read_bytes()
-        texts = []
-        for lineno, line in enumerate(raw.splitlines(), start=1):
-            try:
-                text = line.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise ZhnerError("not UTF-8 text", source, lineno) from None
-            if text:
-                texts.append(text)
-        return texts
+        return [text for _, line in utf8_lines(source, "a text file") if (text := line.strip())]
     return [ex.text for ex in read_corpus(source)]
 
 

@@ -143,7 +143,7 @@ def parse_override(item: str, option: str = "--set") -> tuple[list[str], object]
     key, value = item.split("=", 1)
     path = _key_path(key, f"{option} {item!r}")
     try:
-        parsed = yaml.safe_load(value) if value != "" else ""
+        parsed = parse_yaml(value) if value != "" else ""  # nesting over MAX_DEPTH: a YAMLError, the text kept
     except yaml.YAMLError:
         parsed = value
     return path, parsed

@@ -6,13 +6,21 @@ import errno
 import functools
 import json
 import os
+import re
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from zhner.errors import ZhnerError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: readers and saves are not locked
+    fcntl = None
 
 TEMP_SUFFIX = ".tmp"  # of every temporary file: .NAME.XXXXXXXX.tmp beside NAME
 
@@ -175,26 +183,165 @@ def _probe_writable_dir(path: Path) -> None:
                 p.rmdir()
 
 
-MAX_CONFIG_BYTES = 2**20  # a YAML config or model-directory file over 1 MiB is no config (/dev/zero): refused, not read
+# -- reading files zhner did not write in this process -----------------------------------------------------------------
+# Every file zhner reads back (model, run and cache directories, configs, journals, logs, manifests, headers) goes
+# through `open_regular` / `read_bytes` / `read_json` / `read_yaml`: what is not a regular file is refused (a FIFO would
+# hang the reader, /dev/zero fill its memory), a file over the bound of its kind is refused before it is read, JSON and
+# YAML nest at most MAX_DEPTH levels (their parsers recurse once per level), and each failure is one ZhnerError naming
+# the file. Special files are read only where that is the documented use (predict's input, stdin).
+MAX_DEPTH = 64  # zhner's own files nest 5 levels at most; 100,000 nested brackets are an attack on the parser's stack
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """A kind of file zhner reads: what it is (named in errors) and the most bytes a sound one holds."""
+
+    what: str
+    max_bytes: int
+
+
+MAX_CONFIG_BYTES = 2**20  # a YAML config over 1 MiB is no config
+CONFIG_FILE = FileKind("a YAML config file", MAX_CONFIG_BYTES)
+MODEL_FILE = FileKind("a file of the model directory", 16 * 2**20)  # config.yaml, metrics.json, encoder_reference.json
+VOCAB_FILE = FileKind("a vocabulary file", 256 * 2**20)  # vocab.json: e5's 250k pieces take 5 MB
+LEXICON_FILE = FileKind("a lexicon file", 2**30)  # one word a line: Tencent's 12M words take 150 MB
+JOURNAL_FILE = FileKind("a journal of a save", 2**20)
+LOG_FILE = FileKind("a training log", 256 * 2**20)  # one line an epoch, a few kB each
+MANIFEST_FILE = FileKind("a manifest of the pretrained cache", 2**20)
+SMALL_JSON = FileKind("a small JSON file", 16 * 2**20)  # settings, BERT's config.json, a cache's stamp
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _over_limit(size: int, kind: FileKind) -> str:
+    return f"larger than {kind.max_bytes:,} bytes (zhner's limit for {kind.what}): {size:,} bytes"
+
+
+@contextlib.contextmanager
+def open_regular(path: str | Path, kind: FileKind, missing: str = "no such file") -> Iterator[IO[bytes]]:
+    """`path` opened for reading in binary when it is a regular file (symlinks followed) of at most kind.max_bytes; a
+    directory, FIFO, device or socket (or a symlink to one) is refused without blocking, and so is a larger file."""
+    with reading(path, kind.what, missing):
+        # O_NONBLOCK: opening a FIFO that no one writes would wait for ever; a regular file ignores the flag
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode, size = (st := os.fstat(fd)).st_mode, st.st_size
+        if stat.S_ISDIR(mode):
+            raise ZhnerError(f"is a directory, expected {kind.what}", path)
+        if not stat.S_ISREG(mode):
+            raise ZhnerError(f"{_file_type(mode)}, expected {kind.what}: zhner reads regular files only", path)
+        if size > kind.max_bytes:
+            raise ZhnerError(_over_limit(size, kind), path)
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle, reading(path, kind.what, missing):
+        yield handle
+
+
+def check_regular(path: str | Path, kind: FileKind, missing: str = "no such file") -> None:
+    """Refuse `path` as `open_regular` would, before a reader that takes only a name (safetensors, torch) opens it."""
+    with open_regular(path, kind, missing):
+        pass
+
+
+def read_bytes(path: str | Path, kind: FileKind, missing: str = "no such file") -> bytes:
+    """The bytes of a regular file of at most kind.max_bytes (one that grows past it while read is refused too)."""
+    with open_regular(path, kind, missing) as f:
+        raw = f.read(kind.max_bytes + 1)
+    if len(raw) > kind.max_bytes:
+        raise ZhnerError(_over_limit(len(raw), kind), path)
+    return raw
+
+
+def read_text(path: str | Path, kind: FileKind, missing: str = "no such file") -> str:
+    """A regular UTF-8 text file of at most kind.max_bytes; what is not UTF-8 is an error naming it."""
+    try:
+        return read_bytes(path, kind, missing).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ZhnerError(f"corrupt file (not valid UTF-8 at byte {exc.start:,}), expected {kind.what}", path) from None
 
 
 def read_small_text(path: str | Path, expected: str = "a YAML config file", missing: str = "no such file") -> str:
-    """A UTF-8 text file of at most MAX_CONFIG_BYTES; a larger one is an error naming it, read no further.
-    UnicodeDecodeError is left to the caller, which names the format it expected."""
-    with reading(path, expected, missing):
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ZhnerError(f"larger than {MAX_CONFIG_BYTES:,} bytes (zhner's limit), expected {expected}", path)
-    return raw.decode("utf-8")
+    """A UTF-8 text file of at most MAX_CONFIG_BYTES; a larger one (or one that is not a regular file) is an error
+    naming it, read no further. UnicodeDecodeError is left to the caller, which names the format it expected."""
+    return read_bytes(path, FileKind(expected, MAX_CONFIG_BYTES), missing).decode("utf-8")
+
+
+class TooDeep(ValueError):
+    """JSON or YAML nested deeper than MAX_DEPTH levels."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested deeper than {MAX_DEPTH} levels (zhner's limit)")
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def check_json_depth(text: str) -> None:
+    """TooDeep when `text`'s brackets (outside strings) nest deeper than MAX_DEPTH: found by a scan of the brackets
+    alone, before json.loads recurses into them."""
+    depth = 0
+    for c in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if c in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise TooDeep
+
+
+def parse_json(text: str) -> object:
+    """json.loads of at most MAX_DEPTH levels: TooDeep, or json's ValueError (JSONDecodeError, or an integer over
+    Python's digit limit)."""
+    check_json_depth(text)
+    try:
+        return json.loads(text)
+    except RecursionError:  # nesting the scan did not see (an unterminated string hid brackets): the stack's limit
+        raise TooDeep from None
+
+
+def read_json(path: str | Path, kind: FileKind, missing: str = "no such file") -> object:
+    """A regular JSON file of `kind`, parsed; every way it can be unreadable or not JSON is an error naming it."""
+    text = read_text(path, kind, missing)
+    try:
+        return parse_json(text)
+    except TooDeep as exc:
+        raise ZhnerError(f"corrupt file ({exc})", path) from None
+    except json.JSONDecodeError as exc:
+        raise ZhnerError(f"corrupt file (invalid JSON at line {exc.lineno}: {exc.msg})", path) from None
+    except ValueError:
+        raise ZhnerError("corrupt file (a number too long to read)", path) from None
+
+
+def read_yaml(path: str | Path, kind: FileKind, missing: str = "no such file") -> object:
+    """A regular YAML file of `kind`, parsed by `parse_yaml`; what is not YAML is an error naming it (and the line)."""
+    import yaml
+
+    text = read_text(path, kind, missing)
+    try:
+        return parse_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ZhnerError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", path, mark and mark.line + 1) from None
 
 
 def parse_yaml(text: str) -> object:
     """yaml.safe_load, except that a key given twice in one mapping is a yaml error at its line (PyYAML keeps the last
-    silently: a second `model:` section would replace the first)."""
+    silently: a second `model:` section would replace the first), and so is nesting deeper than MAX_DEPTH (PyYAML's
+    composer recurses once per level)."""
     import yaml
 
-    return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:  # aliases nest what the composer saw shallow: the stack's limit
+        raise yaml.constructor.ConstructorError(None, None, str(TooDeep()), None) from None
 
 
 @functools.cache
@@ -202,6 +349,17 @@ def _unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise yaml.composer.ComposerError(None, None, str(TooDeep()), self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
             seen = set()
             for key_node, _ in node.value:
@@ -238,7 +396,7 @@ def reading(path: str | Path, expected: str = "a file", missing: str = "no such 
 
 def model_directory(directory: str | Path) -> Path:
     """`directory` as a Path when it is a directory; an empty name, a missing one or one the OS refuses to look at
-    (too long, no permission) is an error naming it."""
+    (too long, no permission) is an error naming it. Nothing is written: see `committed_files`."""
     if str(directory).strip() == "":
         raise ZhnerError("no model directory given (an empty path)")
     path = Path(directory)
@@ -248,22 +406,15 @@ def model_directory(directory: str | Path) -> Path:
         raise ZhnerError(f"cannot read this model directory ({exc.strerror})", path) from None
     if not found:
         raise ZhnerError("no such model directory", path)
-    finish_pending_save(path)  # a save killed after its commit point: its new files are the model
     return path
 
 
-def read_model_mapping(
-    path: str | Path, parse: Callable[[str], Any], parse_errors: tuple[type[Exception], ...]
-) -> dict:
-    """A model directory's YAML / JSON file, which must hold a mapping; every way it can be unreadable is an error
-    naming it."""
-    with reading(path, "a file of the model directory", missing="missing file in the model directory"):
-        raw = Path(path).read_bytes()
-    try:
-        data = parse(raw.decode("utf-8"))
-    except (UnicodeDecodeError, *parse_errors) as exc:
-        raise ZhnerError(f"corrupt file ({type(exc).__name__})", path) from None
-    return require_mapping(data, path)
+def read_model_mapping(path: str | Path, fmt: str, kind: FileKind = MODEL_FILE, empty: dict | None = None) -> dict:
+    """A model directory's YAML or JSON file (`fmt`), which must hold a mapping (an empty YAML file is `empty` when
+    given); every way it can be unreadable is an error naming it."""
+    missing = "missing file in the model directory"
+    data = read_yaml(path, kind, missing) if fmt == "yaml" else read_json(path, kind, missing)
+    return require_mapping(empty if data is None and empty is not None else data, path)
 
 
 def require_mapping(value: object, path: str | Path, field: str | None = None) -> dict:
@@ -287,17 +438,16 @@ def bounded_lines(stream: IO[bytes], name: str | Path) -> Iterator[tuple[int, by
         yield n, raw
 
 
-def utf8_lines(path: str | Path, expected: str = "a text file") -> Iterator[tuple[int, str]]:
-    """(line number from 1, line) of a UTF-8 text file; a line that is not UTF-8 (or over MAX_LINE_BYTES) is an error
-    naming it."""
-    with reading(path, expected):
-        with open(path, "rb") as f:
-            for n, raw in bounded_lines(f, path):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ZhnerError("not UTF-8 text", path, n) from None
-                yield n, line
+def utf8_lines(path: str | Path, expected: str = "a text file", max_bytes: int = 2**40) -> Iterator[tuple[int, str]]:
+    """(line number from 1, line) of a regular UTF-8 text file of at most `max_bytes`, read line by line; a line that
+    is not UTF-8 (or over MAX_LINE_BYTES) is an error naming it."""
+    with open_regular(path, FileKind(expected, max_bytes)) as f:
+        for n, raw in bounded_lines(f, path):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ZhnerError("not UTF-8 text", path, n) from None
+            yield n, line
 
 
 def json_value(line: str, path: str | Path, lineno: int) -> object:
@@ -376,37 +526,44 @@ def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
     """Replace several files of `directory` as one change: the block writes each through `files.open(name)` into a
     temporary file; only when all are complete does a journal naming them (written atomically: the commit point) let
     them be renamed into place. A failure before the commit point leaves every old file as it was and no temporary
-    file behind; a kill after it leaves the journal, and the renames are finished by `finish_pending_save` (which
-    loading a model directory calls), so a reader sees the old set or the new one, never a mix."""
+    file behind; a kill after it leaves the journal, and the next save (or training) into the directory finishes the
+    renames (`finish_pending_save`).
+
+    Readers and saves meet by a lock on the directory (`directory_lock`): the commit and the renames hold it
+    exclusively, a reader (`committed_files`) holds it shared for all its reads, so a reader sees the old set or the
+    new one, never a mix, and never waits for more than the renames. A reader never writes: a set whose save was
+    killed after its commit point is read from the temporary files its journal names."""
     directory = Path(directory)
     with writing(directory):
         directory.mkdir(parents=True, exist_ok=True)
-    finish_pending_save(directory)
+    with directory_lock(directory, exclusive=True):
+        finish_pending_save(directory)
     files = StagedFiles(directory)
     try:
-        yield files
-        journal = {"rename": {name: tmp.name for name, tmp in files.staged.items()}}
-        with staged_file(directory / SAVE_JOURNAL) as (handle, tmp):
-            handle.write(json.dumps(journal))
-        _move_into_place(tmp, directory / SAVE_JOURNAL)
+        yield files  # the new files are written without the lock: their temporary names are no reader's business
     except BaseException:
         files.discard()
         raise
-    finish_pending_save(directory)
+    with directory_lock(directory, exclusive=True):
+        try:
+            journal = {"rename": {name: tmp.name for name, tmp in files.staged.items()}}
+            with staged_file(directory / SAVE_JOURNAL) as (handle, tmp):
+                handle.write(json.dumps(journal))
+            _move_into_place(tmp, directory / SAVE_JOURNAL)
+        except BaseException:
+            files.discard()
+            raise
+        finish_pending_save(directory)
 
 
 def finish_pending_save(directory: str | Path) -> None:
     """Finish the renames of a set committed by `replace_together` and interrupted (a kill, a full disk) before they
-    were all done; nothing when no journal is there."""
+    were all done; nothing when no journal is there. Writers only, holding `directory_lock` exclusively."""
     directory = Path(directory)
     journal = directory / SAVE_JOURNAL
-    try:
-        raw = journal.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    renames = pending_renames(directory)
+    if renames is None:
         return
-    except (OSError, UnicodeDecodeError):
-        raise ZhnerError("cannot read this journal of an interrupted save", journal) from None
-    renames = _journal_renames(raw, journal)
     try:
         for name, tmp in renames.items():
             source = directory / tmp
@@ -420,11 +577,77 @@ def finish_pending_save(directory: str | Path) -> None:
         ) from None
 
 
+def pending_renames(directory: Path) -> dict[str, str] | None:
+    """The renames of a committed save that were not all done (its journal's {final name: temporary name}), or None
+    when no journal is there."""
+    journal = directory / SAVE_JOURNAL
+    try:
+        os.lstat(journal)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # the directory itself cannot be searched: its fault, not the journal's
+        raise ZhnerError(f"cannot read this directory ({exc.strerror})", directory) from None
+    return _journal_renames(read_text(journal, JOURNAL_FILE), journal)
+
+
+@contextlib.contextmanager
+def committed_files(directory: Path) -> Iterator[Callable[[str], Path]]:
+    """For a reader of a model directory: hold `directory_lock` shared for the block, and give the path of each file
+    of the set last committed: its own name, or the temporary file a killed save's journal names (renamed already
+    when that is gone). Nothing is written here: finishing a killed save is the next writer's work."""
+    with directory_lock(directory, exclusive=False):
+        renames = pending_renames(directory) or {}
+
+        def path(name: str) -> Path:
+            staged = directory / renames[name] if name in renames else None
+            return staged if staged is not None and os.path.lexists(staged) else directory / name
+
+        yield path
+
+
+LOCK_WAIT_S = {False: 60.0, True: 600.0}  # a reader waits for renames; a save waits for readers (a slow load)
+
+
+@contextlib.contextmanager
+def directory_lock(directory: Path, exclusive: bool) -> Iterator[None]:
+    """flock on `directory` itself (no lock file: a read-only model directory is read as any other): shared for
+    readers, exclusive for the commit and renames of a save. Waits up to LOCK_WAIT_S, then an error naming it. Where
+    the OS or file system has no flock, nothing is locked."""
+    if fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ZhnerError(f"cannot read this directory ({exc.strerror})", directory) from None
+    try:
+        _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, directory, LOCK_WAIT_S[exclusive])
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _flock(fd: int, operation: int, directory: Path, wait_s: float) -> None:
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                who = "a reader has" if operation == fcntl.LOCK_EX else "a save has"
+                raise ZhnerError(f"{who} held this directory for over {wait_s:.0f} s; try again", directory) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        except OSError:  # no flock here (some network file systems): unlocked, as on a system without fcntl
+            return
+
+
 def _journal_renames(raw: str, journal: Path) -> dict[str, str]:
     """The journal's {final name: temporary name}: plain names of this directory only, so a planted journal cannot
     rename anything else."""
     try:
-        renames = json.loads(raw)["rename"]
+        renames = parse_json(raw)["rename"]  # TooDeep is a ValueError
     except (ValueError, KeyError, TypeError):
         renames = None
     ok = isinstance(renames, dict) and all(

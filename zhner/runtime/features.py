@@ -4,7 +4,7 @@ vocab.json and lexicon.txt (and, for LAC, the installed jieba's model, read by z
 Every batch has mask [B, L] (True = a real character); see zhner.models.fields for the other keys."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,14 +62,14 @@ class Features:
         return Vocab.from_list(field["vocab"]) if field is not None else None
 
     @classmethod
-    def from_directory(cls, vocab: dict, directory: Path) -> "Features":
-        """The features of a model directory's parsed vocab.json (format 2)."""
+    def from_directory(cls, vocab: dict, path: Callable[[str], Path]) -> "Features":
+        """The features of a model directory's parsed vocab.json (format 2), its file NAME at path(NAME)."""
         if vocab.get("format") != FORMAT or not isinstance(vocab.get("fields"), dict):
             raise ZhnerError("an older vocab.json layout: load and save the model with zhner.Tagger once to upgrade it",
-                             directory / "vocab.json")
+                             path("vocab.json"))
         if vocab.get("unit", "char") != "char":
             raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
-        matcher = WordMatcher.load(directory / "lexicon.txt") if "lexicon" in vocab["fields"] else None
+        matcher = WordMatcher.load(path("lexicon.txt")) if "lexicon" in vocab["fields"] else None
         return cls(vocab["fields"], matcher)
 
     def produces(self) -> set[str]:

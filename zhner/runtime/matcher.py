@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zhner.errors import ZhnerError
+from zhner.fileio import LEXICON_FILE, read_text
 
 Match = tuple[int, int, str]  # (start, end exclusive, word)
 
@@ -21,12 +21,7 @@ class WordMatcher:
     @classmethod
     def load(cls, path: Path) -> "WordMatcher":
         """A model directory's lexicon.txt (one word per line, as Lexicon.save writes it)."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ZhnerError("missing lexicon file of a lattice model", path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ZhnerError(f"cannot read the lexicon ({type(exc).__name__})", path) from None
+        text = read_text(path, LEXICON_FILE, missing="missing lexicon file of a lattice model")
         return cls([w for w in (line.strip() for line in text.split("\n")) if w])
 
     def match(self, text: str) -> list[Match]:

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from zhner.data.corpus import conll_token, text_record
 from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open, bounded_lines
+from zhner.fileio import atomic_open, bounded_lines, parse_json
 
 CHUNK_LINES = 512  # lines tagged together: sorted by length inside a chunk, so batches carry little padding
 CHUNK_CHARS = 200_000  # ... and at most this many characters, so a chunk of long documents stays small too
@@ -56,8 +56,8 @@ def is_json_object(line: str) -> bool:
     if not line.lstrip().startswith("{"):
         return False
     try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
+        return isinstance(parse_json(line), dict)
+    except ValueError:  # not JSON, or nested too deeply (TooDeep)
         return False
 
 

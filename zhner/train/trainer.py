@@ -37,7 +37,9 @@ from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, sp
 from zhner.data.catalogue import DATASETS
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
-from zhner.fileio import check_output_dir, reading, replacing, writing
+from zhner.fileio import (
+    LOG_FILE, FileKind, check_output_dir, check_regular, parse_json, parse_yaml, read_bytes, replacing, writing,
+)
 from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
@@ -50,7 +52,7 @@ from zhner.models.fields import word_tokenizer
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
 from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.nn.embedding import load_matrix
-from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured
+from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured, state_bytes
 from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
@@ -560,6 +562,8 @@ def train(
         check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
+    if ctx.is_main and not overwrite and os.path.lexists(out_dir / CHECKPOINT):  # a FIFO or device: before the data
+        check_regular(out_dir / CHECKPOINT, FileKind("a checkpoint", 2**50))
     # process 0 holds the directory: a second training into it fails at once, not after loading the data
     with claimed(out_dir, (CHECKPOINT, LOG, METRICS)) if ctx.is_main else nullcontext():
         run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
@@ -599,7 +603,7 @@ def _train_run(
         log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
         if ctx.is_main:
             ckpt_path.unlink()
-    if ckpt_path.exists() and not overwrite:
+    if os.path.lexists(ckpt_path) and not overwrite:
         state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
         if ctx.is_main:
@@ -780,7 +784,14 @@ def _save_checkpoint(
         torch.save(payload, handle)
 
 
+def checkpoint_kind(model: torch.nn.Module) -> FileKind:
+    """A checkpoint holds the model's state, the optimiser's moments (two per weight with Adam), an average of the
+    weights and small counters: a file over six times the state (and 64 MiB) is no checkpoint of this model."""
+    return FileKind("a checkpoint of this model", 6 * state_bytes(model) + 2**26)
+
+
 def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
+    check_regular(path, checkpoint_kind(model))  # before torch.load reads (or waits on) it
     try:
         # tensors and plain containers only: a pickled object (a planted payload) is refused before anything of it runs
         payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -839,8 +850,8 @@ def _same_config(saved: object, config: Config) -> bool:
     if saved == dump_config(config):
         return True
     try:
-        return _without_budget(config_from_dict(yaml.safe_load(saved))) == _without_budget(config)
-    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):
+        return _without_budget(config_from_dict(parse_yaml(saved))) == _without_budget(config)
+    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):  # TooDeep is a YAMLError here
         return False
 
 
@@ -859,15 +870,14 @@ def _append_log(path: Path, record: dict) -> None:
 def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
     """Drop log lines of epochs the checkpoint does not cover (they will be run again), and a last line cut short by
     a kill (with a warning); a damaged line before it is an error naming it."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return
-    with reading(path, "the run's log"):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_bytes(path, LOG_FILE).decode("utf-8", errors="replace")
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     records = []
     for i, (n, line) in enumerate(lines):
         try:
-            record = json.loads(line)
+            record = parse_json(line)  # at most MAX_DEPTH levels: a deep last line is dropped as a damaged one
             epoch = record["epoch"]
         except (ValueError, KeyError, TypeError):
             if i < len(lines) - 1:
