@@ -126,6 +126,68 @@ def test_a_checkpoint_is_written_as_a_new_file(tmp_path, monkeypatch):
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["state"] == state
 
 
+class FullDisk:
+    """A file handle whose writes fail with ENOSPC once `room` bytes are written, as a full disk's do."""
+
+    def __init__(self, handle, room):
+        self.handle, self.room = handle, room
+
+    def write(self, data):
+        self.room -= len(data)
+        if self.room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.handle.__exit__(*exc)
+
+
+@pytest.mark.parametrize("how", ["ENOSPC", "RLIMIT_FSIZE"])
+def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_one(tmp_path, monkeypatch, how):
+    """torch.save reports a failed write as a RuntimeError of its zip writer (issue 46, item 4): the OSError under it
+    is the one-line error naming checkpoint.pt, and the last checkpoint survives with no temporary file beside it.
+    RLIMIT_FSIZE makes the kernel itself refuse the write (EFBIG) past a size."""
+    import resource
+    import signal
+
+    from zhner.train.trainer import _save_checkpoint
+
+    model = torch.nn.Linear(256, 256)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    path = tmp_path / "checkpoint.pt"
+    _save_checkpoint(path, model, opt, sched, {"epoch": 1, "batch": 0, "step": 8, "elapsed": 1.0}, tiny(), None)
+    before = path.read_bytes()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    state = {"epoch": 2, "batch": 0, "step": 16, "elapsed": 2.0}
+    if how == "ENOSPC":
+        real = os.fdopen
+        monkeypatch.setattr(fileio.os, "fdopen", lambda *a, **kw: FullDisk(real(*a, **kw), 100_000))
+        with pytest.raises(ZhnerError) as err:
+            _save_checkpoint(path, model, opt, sched, state, tiny(), None)
+        monkeypatch.undo()
+    else:
+        old_limit, old_handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, old_limit[1]))
+        try:
+            with pytest.raises(ZhnerError) as err:
+                _save_checkpoint(path, model, opt, sched, state, tiny(), None)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+            signal.signal(signal.SIGXFSZ, old_handler)
+    message = str(err.value)
+    assert message.startswith(f"{path}: cannot write: ") and "\n" not in message, message
+    assert ("No space left" if how == "ENOSPC" else "File too large") in message
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
+
+
 # -- 3. special files are written through ----------------------------------------------------------------------------
 def read_fifo(path, into):
     def run():

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -781,7 +782,37 @@ def _save_checkpoint(
         "average": average.state_dict() if average is not None else None,
     }
     with replacing(path, "wb") as handle:  # a temporary file of its own: nothing planted beside it is followed
-        torch.save(payload, handle)
+        _torch_save(payload, handle)
+
+
+class _Writes:
+    """A file handle that keeps the OSError of a failed write: torch.save reports one (a full disk) as a RuntimeError
+    of its zip writer ("enforce fail at inline_container.cc"), which names neither the file nor the cause."""
+
+    def __init__(self, handle: IO[bytes]):
+        self.handle, self.error = handle, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _torch_save(payload: dict, handle: IO[bytes]) -> None:
+    """torch.save to `handle`; a write the disk refused is raised as its OSError, which `replacing` turns into one
+    line naming the file (the previous file stays: the new one was a temporary file of its own)."""
+    writes = _Writes(handle)
+    try:
+        torch.save(payload, writes)
+    except RuntimeError:
+        if writes.error is not None:
+            raise writes.error from None
+        raise
 
 
 def checkpoint_kind(model: torch.nn.Module) -> FileKind:
