@@ -388,6 +388,27 @@ def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_da
     assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
+def test_a_failed_overwrite_keeps_the_old_log_with_the_old_model(tmp_path, shared_data, monkeypatch):
+    """--overwrite replaces the log with its first epoch's line, when it saves its first model: a run that fails before
+    leaves the old model and the old log as they were (issue 46: the log was deleted at the start)."""
+    import zhner.train.trainer as trainer
+
+    run = tmp_path / "run"
+    train(tiny(), run, log=lambda _: None)
+    before = snapshot(run)
+
+    def broken_step(*args, **kwargs):
+        raise RuntimeError("the first step fails")
+
+    monkeypatch.setattr(trainer, "train_step", broken_step)
+    with pytest.raises(RuntimeError, match="the first step fails"):
+        train(tiny(), run, log=lambda _: None, overwrite=True)
+    monkeypatch.undo()
+    assert {name: data for name, data in snapshot(run).items() if name != LOCK} == before  # a failed run keeps its lock
+    train(tiny(["train.epochs=1"]), run, log=lambda _: None, overwrite=True)
+    assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1]
+
+
 def test_a_damaged_log_line_before_the_last_is_an_error_naming_it(tmp_path):
     from zhner.train.trainer import _trim_log
 

@@ -604,13 +604,13 @@ def _train_run(
         log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
         if ctx.is_main:
             ckpt_path.unlink()
+    fresh_log = True  # a fresh run in a used directory replaces the old log with its first line, not before
     if os.path.lexists(ckpt_path) and not overwrite:
         state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
+        fresh_log = False
         if ctx.is_main:
             _trim_log(out_dir / LOG, state["epoch"], log)
-    elif (out_dir / LOG).exists() and ctx.is_main:
-        (out_dir / LOG).unlink()  # a fresh run in a used directory starts a fresh log
 
     if progress is None:
         progress = sys.stderr.isatty()
@@ -695,7 +695,8 @@ def _train_run(
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
-        _append_log(out_dir / LOG, record)
+        _append_log(out_dir / LOG, record, fresh_log)
+        fresh_log = False
         log(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
@@ -890,8 +891,13 @@ def _without_budget(config: Config) -> Config:
     return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
 
 
-def _append_log(path: Path, record: dict) -> None:
-    """One line for the epoch, in one write; never through a symlink planted at the log's name."""
+def _append_log(path: Path, record: dict, fresh: bool = False) -> None:
+    """One line for the epoch, in one write; never through a symlink planted at the log's name. `fresh`: the first
+    line of a new run, which replaces an old run's log (kept until now: a run that fails first loses nothing)."""
+    if fresh:
+        with replacing(path) as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
     with writing(path):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
