@@ -277,6 +277,16 @@ def test_vocab_repeated_token_keeps_its_last_id(tmp_path):
     assert read_vocab(tmp_path / "vocab.txt") == {"[PAD]": 0, "a": 3, "b": 2}
 
 
+class Ran:
+    """A pickled object: unpickling it would create `marker`."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
 def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     def fails(directory: Path, where: Path, match: str):
         with pytest.raises(ZhnerError, match=match) as info:
@@ -302,6 +312,11 @@ def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     (d / "model.safetensors").unlink()
     (d / "pytorch_model.bin").write_bytes(b"not a pickle at all")
     fails(d, d / "pytorch_model.bin", "cannot read the weights")
+    d = variant("pickled_bin")  # refused without running it, and without torch's advice to retry weights_only=False
+    (d / "model.safetensors").unlink()
+    torch.save({"embeddings.word_embeddings.weight": torch.zeros(2), "x": Ran(tmp_path / "ran")}, d / "pytorch_model.bin")
+    fails(d, d / "pytorch_model.bin", r"^(?!.*weights_only).*holds Python objects")
+    assert not (tmp_path / "ran").exists()
     d = variant("no_vocab")
     (d / "vocab.txt").unlink()
     fails(d, d / "vocab.txt", "no vocab.txt")
@@ -310,7 +325,7 @@ def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     fails(d, d / "config.json", "not 'bert'")
     d = variant("not_json")
     (d / "config.json").write_text("{")
-    fails(d, d / "config.json", "cannot read the config")
+    fails(d, d / "config.json", "invalid JSON")
     d = variant("wider")
     config = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))

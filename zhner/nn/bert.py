@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import pickle
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -423,8 +424,8 @@ def _read_scores(path: Path, pieces: int) -> list[float] | None:
 
 
 def _read_weights(directory: Path, config: BertConfig) -> tuple[Path, dict[str, torch.Tensor]]:
-    """The state dict of model.safetensors, or else pytorch_model.bin (tensors only), a regular file of at most twice
-    the config's weights in float32 (and 128 MiB)."""
+    """The state dict of model.safetensors, or else pytorch_model.bin (tensors only: a pickled object is refused
+    unrun), a regular file of at most twice the config's weights in float32 (and 128 MiB)."""
     path = directory / "model.safetensors"
     if not os.path.lexists(path):
         path = directory / "pytorch_model.bin"
@@ -440,6 +441,11 @@ def _read_weights(directory: Path, config: BertConfig) -> tuple[Path, dict[str, 
             state = load_file(path)
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "global" not in str(exc).lower():  # garbage or a truncated file, not an object the safe loader refused
+            raise ZhnerError("cannot read the weights (corrupt or not a checkpoint)", path) from None
+        raise ZhnerError("refused: this file holds Python objects, not only tensors (nothing of it was run); save the "
+                         "weights as model.safetensors", path) from None
     except Exception as exc:  # safetensors / pickle / zip errors of a truncated or foreign file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ZhnerError(f"cannot read the weights (corrupt or not a checkpoint): {first}", path) from None
