@@ -241,6 +241,33 @@ def test_writers_by_name_get_a_new_file_or_the_fifo_itself(tmp_path):
     assert got == ["onnx"] and stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode)
 
 
+def test_a_file_of_zhners_own_directory_replaces_a_planted_fifo(tmp_path):
+    """staged_path(through_special=False): export's default MODEL_DIR/model.onnx, pack's and the e5 build's files are
+    zhner's own, so a FIFO (or a link to a device) planted there is replaced, never written through or waited on."""
+    os.mkfifo(tmp_path / "model.onnx")
+    (tmp_path / "weights").symlink_to("/dev/null")
+    for name in ("model.onnx", "weights"):
+        with fileio.staged_path(tmp_path / name, through_special=False) as partial:
+            assert partial != tmp_path / name
+            partial.write_bytes(b"onnx")
+        assert (tmp_path / name).read_bytes() == b"onnx" and not (tmp_path / name).is_symlink()
+
+
+def test_new_directories_refuse_what_is_there_and_leave_nothing_behind(tmp_path):
+    """pretrained pack's output (fileio.new_directory): a name that exists, a dangling link included, is refused; a
+    failed fill removes its claim and its temporary directory."""
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ZhnerError, match="already exists"), fileio.new_directory(tmp_path / "link"):
+        pass
+    with pytest.raises(RuntimeError), fileio.new_directory(tmp_path / "out") as tmp:
+        (tmp / "a").write_text("half")
+        raise RuntimeError
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+    with fileio.new_directory(tmp_path / "out") as tmp:
+        (tmp / "a").write_text("whole")
+    assert (tmp_path / "out" / "a").read_text() == "whole" and sorted(p.name for p in tmp_path.iterdir()) == ["link", "out"]
+
+
 def test_a_symlink_to_a_regular_file_keeps_the_link(tmp_path):
     (tmp_path / "real.txt").write_text("old")
     (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")

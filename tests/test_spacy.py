@@ -124,6 +124,33 @@ def test_to_disk_and_load_keep_the_model(model, expected, tmp_path):
     assert [_ents(doc) for doc in loaded.pipe(TEXTS)] == before
 
 
+def test_to_disk_replaces_planted_links_and_needs_a_model(model, tmp_path):
+    """to_disk writes each file as a new one of its own renamed into place, as the trainer does (issue 46, item 5): a
+    link planted at a name in the output, to a file outside, is replaced and that file left as it was. A model path
+    that does not exist, or a directory without weights, fails at to_disk with one line naming it."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("zhner", config={"model": model})
+    out = tmp_path / "pipeline"
+    (out / "zhner").mkdir(parents=True)
+    for name in ("model.safetensors", "config.yaml", "zhner.json"):
+        (tmp_path / f"victim-{name}").write_text("mine")
+        (out / "zhner" / name).symlink_to(tmp_path / f"victim-{name}")
+    nlp.to_disk(out)
+    assert [(tmp_path / f"victim-{n}").read_text() for n in ("model.safetensors", "config.yaml", "zhner.json")] == ["mine"] * 3
+    assert not [p for p in (out / "zhner").iterdir() if p.is_symlink() or p.name.endswith(".tmp")]
+    assert (out / "zhner" / "model.safetensors").read_bytes() == (default_model_dir() / "model.safetensors").read_bytes()
+    assert spacy.load(out)("张三在北京。").ents
+    no_weights = tmp_path / "no-weights"
+    shutil.copytree(model, no_weights)
+    (no_weights / "model.safetensors").unlink()
+    for where, fragment in ((tmp_path / "nowhere", "no such model directory"), (no_weights, "no model.safetensors")):
+        nlp = spacy.blank("zh")
+        nlp.add_pipe("zhner", config={"model": str(where)})
+        with pytest.raises(ZhnerError, match=fragment) as err:
+            nlp.to_disk(tmp_path / "elsewhere")
+        assert str(err.value).startswith(f"{where}: ") and "\n" not in str(err.value)
+
+
 def test_bad_settings_name_the_field(model):
     with pytest.raises(ZhnerError, match=r"components.zhner.alignment_mode: alignment_mode must be one of"):
         spacy.blank("zh").add_pipe("zhner", config={"model": model, "alignment_mode": "nearest"})

@@ -575,7 +575,7 @@ def export_model(
                          "installed package")
     model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
-    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8)
+    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8, own_file=output is None)
     if check and not int8:
         from zhner.demo import DEMO_SENTENCES
 

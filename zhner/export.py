@@ -95,9 +95,10 @@ def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
     return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
 
 
-def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bool = False) -> Path:
-    """Write the model's graph (a tagger's emissions + CRF scores, a classifier's logits) to `path` (atomically);
-    returns the path. A BERT model's graph takes at most BERT's positions (`bert_ids` of at most 512 ids): taggers cut
+def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bool = False, own_file: bool = False) -> Path:
+    """Write the model's graph (a tagger's emissions + CRF scores, a classifier's logits) to `path` (atomically: a new
+    file renamed into place; a FIFO or device there is written through unless `own_file`, the model directory's own
+    model.onnx, where whatever was planted is replaced); returns the path. A BERT model's graph takes at most BERT's positions (`bert_ids` of at most 512 ids): taggers cut
     longer text into pieces before, classifiers into windows (see OnnxClassifier). `int8`: onnxruntime's dynamic
     quantisation (weights of the matrix products stored as int8, activations quantised per batch at run time): a
     smaller, usually faster graph whose scores differ slightly (measure its F1: `zhner evaluate MODEL DATA --onnx FILE`)."""
@@ -138,7 +139,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
         _drop_traced_shapes(program.model.graph)
         if model.task_kind == "tagging":  # what zhner.runtime needs to cut long text as this tagger does
             program.model.metadata_props[PIECE_CHARS_KEY] = str(tagger.piece_chars())
-        with staged_path(path) as partial:  # a new file of its own, renamed over `path` once complete
+        with staged_path(path, through_special=not own_file) as partial:  # a new file, renamed over `path` once complete
             if int8:
                 _save_int8(program, partial)
             else:

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 import time
@@ -72,12 +73,13 @@ def replacing(path: str | Path, mode: str = "w", encoding: str | None = "utf-8")
 
 
 @contextlib.contextmanager
-def staged_path(path: str | Path) -> Iterator[Path]:
+def staged_path(path: str | Path, through_special: bool = True) -> Iterator[Path]:
     """For writers that take only a file name (an ONNX program): the name of a new temporary file beside `path`,
     created exclusively, for the block to write; renamed over `path` when the block finishes, removed if it fails.
-    A FIFO or device at `path` is written through (its own name is given), as atomic_open does."""
+    A FIFO or device at `path` (a user's -o) is written through (its own name is given), as atomic_open does, unless
+    not `through_special` (a file of zhner's own directory, as `replacing` writes: whatever is there is replaced)."""
     path = Path(path)
-    if is_special_file(path):
+    if through_special and is_special_file(path):
         yield path
         return
     with staged_file(path, "wb") as (_, tmp):
@@ -374,6 +376,41 @@ def _unique_key_loader() -> type:
             return super().construct_mapping(node, deep)
 
     return UniqueKeyLoader
+
+
+@contextlib.contextmanager
+def new_directory(path: Path) -> Iterator[Path]:
+    """A directory at `path`, which must not exist, filled by the block in a temporary directory beside it and renamed
+    into place when the block finishes: `path` is claimed first (mkdir: a name that exists, a dangling link included,
+    is refused), so the rename replaces only that empty claim. A failure leaves neither behind."""
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            raise ZhnerError("already exists; name a new directory", path) from None
+    try:
+        with writing(path):
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
+        try:
+            yield tmp
+            mode = 0o777 & ~current_umask()  # mkdtemp makes 0700; a plain mkdir would give this
+            os.chmod(tmp, mode)
+            with writing(path):
+                os.replace(tmp, path)  # over the empty claim; a claim someone filled meanwhile fails (ENOTEMPTY)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.rmdir()  # the empty claim; a filled one is someone else's
+        raise
+
+
+def copy_file(source: Path, target: Path, kind: FileKind) -> None:
+    """Copy a regular file of `kind` into a new file of its own renamed over `target` (`replacing`): a symlink or
+    FIFO planted at `target` is replaced, never written through."""
+    with open_regular(source, kind) as src, replacing(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -17,7 +17,7 @@ component's directory, so `spacy.load` of that directory needs only zhner instal
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,16 @@ from spacy.tokens import Doc, Span
 from spacy.util import minibatch
 
 from zhner.errors import ZhnerError
+from zhner.fileio import (
+    LEXICON_FILE, MODEL_FILE, SMALL_JSON, VOCAB_FILE, FileKind, committed_files, copy_file, model_directory, read_json,
+    replacing, require_mapping, writing,
+)
 
-MODEL_FILES = ("config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt", "model.onnx")
+BIG_FILE = FileKind("a weights file", 2**40)  # checked by its own reader when loaded
+MODEL_FILES = {  # the files of a model directory that travel with the pipeline, each with the bound of its kind
+    "config.yaml": MODEL_FILE, "vocab.json": VOCAB_FILE, "model.safetensors": BIG_FILE, "metrics.json": MODEL_FILE,
+    "lexicon.txt": LEXICON_FILE, "encoder_reference.json": MODEL_FILE, "model.onnx": BIG_FILE,
+}
 RUNTIMES = ("torch", "onnx")
 ALIGNMENT_MODES = ("expand", "contract", "strict")
 SETTINGS = "zhner.json"
@@ -103,20 +111,33 @@ class ZhnerEntities:
 
     # -- serialisation: the model's files travel with the pipeline ---------------------------------------------------
     def to_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> None:
+        """The model's files (as last saved: zhner.fileio.committed_files) copied into `path`, spaCy's folder of this
+        component, each written as a new file of its own and renamed into place, as the trainer writes: a symlink or
+        FIFO planted at a name is replaced, never written through. A missing or incomplete model directory is an
+        error naming it, before anything is written."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        source = _model_dir(self.model)
-        for name in MODEL_FILES:
-            if (source / name).is_file() and (name != "model.onnx" or self.runtime == "onnx"):
-                shutil.copyfile(source / name, path / name)
+        source = model_directory(_model_dir(self.model))
+        weights = "model.onnx" if self.runtime == "onnx" else "model.safetensors"
+        with committed_files(source) as source_path:
+            names = [n for n in MODEL_FILES if os.path.lexists(source_path(n)) and (n != "model.onnx" or self.runtime == "onnx")]
+            missing = next((n for n in ("config.yaml", "vocab.json", weights) if n not in names), None)
+            if missing is not None:
+                raise ZhnerError(f"not a model directory of zhner's: no {missing}", source)
+            with writing(path):
+                path.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                copy_file(source_path(name), path / name, MODEL_FILES[name])
         settings = {"runtime": self.runtime, "alignment_mode": self.alignment_mode, "batch_size": self.batch_size}
-        (path / SETTINGS).write_text(json.dumps(settings), encoding="utf-8")
+        with replacing(path / SETTINGS) as handle:
+            handle.write(json.dumps(settings))
 
     def from_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> "ZhnerEntities":
         path = Path(path)
-        settings = json.loads((path / SETTINGS).read_text(encoding="utf-8"))
-        self.runtime, self.alignment_mode = settings["runtime"], settings["alignment_mode"]
-        self.batch_size = int(settings["batch_size"])
+        settings = require_mapping(read_json(path / SETTINGS, SMALL_JSON), path / SETTINGS)
+        runtime, alignment_mode, batch_size = (settings.get(k) for k in ("runtime", "alignment_mode", "batch_size"))
+        if runtime not in RUNTIMES or alignment_mode not in ALIGNMENT_MODES or type(batch_size) is not int or batch_size < 1:
+            raise ZhnerError("expected runtime, alignment_mode and a positive batch_size as to_disk writes them", path / SETTINGS)
+        self.runtime, self.alignment_mode, self.batch_size = runtime, alignment_mode, batch_size
         self.model, self._tagger = str(path), None
         return self
 
