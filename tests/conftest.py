@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,23 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "shared_data" in item.fixturenames:
                 item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """TimeoutError when the block runs longer than `seconds`: a test of a FIFO fails instead of hanging (SIGALRM
+    interrupts an open() or read() blocked on it)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,13 @@
 """Batch tagging on Ray Data (zhner.integrations.ray, `zhner predict --engine ray`): a local Ray instance with two model
 actors must write exactly what `zhner predict` writes, in the same order, and handle bad lines as --on-error says."""
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TINY_TENER
+from conftest import TINY_TENER, deadline
 from test_serve import FINDS_ENTITIES, run_main
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -105,3 +106,44 @@ def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, me
 def test_engine_ray_reads_a_file_not_stdin(model_dir, monkeypatch, capsys):
     code, err = run_main(monkeypatch, capsys, "predict", "-m", model_dir, "--engine", "ray", "-")
     assert code == 2 and err.strip() == "error: --engine ray reads a file (not stdin)"
+
+
+@pytest.mark.parametrize("hostile", ["long-line", "fifo", "dev-zero"])
+def test_engine_ray_reads_input_through_the_local_bounded_reader_before_ray_starts(model_dir, monkeypatch, capsys, tmp_path,
+                                                                                   hostile):
+    """A file without a newline over the line limit is the local engine's one-line error, before Ray starts (issue 46,
+    item 6: it was tagged for minutes by a worker over 1 GB); a FIFO or /dev/zero is refused without reading it."""
+    source = tmp_path / "in.txt"
+    if hostile == "long-line":
+        source.write_bytes(b"\xe5\xa5\xbd" * (6 * 2**20))  # 18 MiB, one line
+        expected = f"error: {source}:1: a line longer than 16,777,216 bytes (zhner's limit): not a text file?"
+    elif hostile == "fifo":
+        os.mkfifo(source)
+        expected = f"error: {source}: a FIFO, expected a file of texts"
+    else:
+        source.symlink_to("/dev/zero")
+        expected = f"error: {source}: a character device, expected a file of texts"
+    monkeypatch.setattr(ray, "init", lambda *a, **kw: pytest.fail("Ray started"))
+    with deadline(60):
+        code, err = run_main(monkeypatch, capsys, "predict", "-m", model_dir, "--engine", "ray", str(source))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.strip().startswith(expected), err
+    if hostile == "long-line":
+        local = run_main(monkeypatch, capsys, "predict", "-m", model_dir, str(source))
+        assert local == (code, err)  # the same error as the local engine's
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"a\n", b"a\n\n", b"\nab\ncd\r\n\n" * 5 + b"tail", b"x" * 10 + b"\n" + b"y" * 7])
+def test_the_read_tasks_split_lines_as_predict_does_whatever_the_chunks(monkeypatch, data):
+    import io
+
+    import zhner.integrations.ray as zray
+
+    expected = data.split(b"\n")
+    if expected[-1] == b"":  # the newline that ends the last line opens no line of its own
+        expected.pop()
+    monkeypatch.setattr(zray, "LINES_PER_BLOCK", 4)
+    for chunk in (1, 3, 1 << 20):
+        monkeypatch.setattr(zray, "CHUNK_BYTES", chunk)
+        blocks = list(zray.LinesDatasource._read_stream(None, io.BytesIO(data), "in.txt"))
+        rows = [row for block in blocks for row in block.to_pylist()]
+        assert [r["raw"] for r in rows] == expected and [r["line"] for r in rows] == list(range(1, len(expected) + 1))

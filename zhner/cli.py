@@ -502,18 +502,6 @@ def predict(
     )
 
 
-def _first_line_is_json(source: str) -> bool:
-    """--input-format auto for --engine ray: whether the file's first non-blank line is a JSON object (as locally)."""
-    from zhner.serve.predict import is_json_object
-
-    try:
-        with open(source, encoding="utf-8", errors="replace") as handle:
-            line = next((x for x in handle if x.strip()), "")
-    except OSError as exc:
-        raise ZhnerError(f"cannot open: {exc.strerror}", source) from None
-    return is_json_object(line.lstrip("\ufeff").rstrip("\r\n"))
-
-
 def _predict_on_ray(
     source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool | None, workers: int, on_error: str, *,
     fmt: str, text: str | None, nbest: int, **predictor,
@@ -529,12 +517,11 @@ def _predict_on_ray(
         raise
     from zhner.pipeline import Pipeline
 
-    if jsonl_input is None and source != "-":  # --input-format auto, decided as a local predict decides it
-        jsonl_input = _first_line_is_json(source)
     _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
-    predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
+    # jsonl_input None (--input-format auto): decided from the first non-blank line, as a local predict decides it
+    predict_file(source, output, path.resolve(), workers, jsonl_input, on_error, **predictor)
 
 
 def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):

@@ -35,8 +35,10 @@ from ray.data.datasource.file_based_datasource import FileBasedDatasource
 
 from zhner.data.corpus import lone_surrogate, text_record
 from zhner.errors import ZhnerError
+from zhner.fileio import MAX_LINE_BYTES
 
 LINES_PER_BLOCK = 8192  # lines per block read: a large file streams through the pool instead of sitting in one block
+CHUNK_BYTES = 1 << 20  # read at a time by a read task
 ON_ERROR = ("fail", "skip")
 
 
@@ -44,16 +46,32 @@ class LinesDatasource(FileBasedDatasource):
     """Lines of text files with their file and line number, split as `zhner predict` splits its input."""
 
     def _read_stream(self, f: Any, path: str) -> Iterator[pa.Table]:
-        lines = f.readall().split(b"\n")
-        if lines and lines[-1] == b"":  # the newline that ends the last line opens no line of its own
-            lines.pop()
-        for start in range(0, len(lines), LINES_PER_BLOCK):
-            block = lines[start : start + LINES_PER_BLOCK]
-            yield pa.table({
-                "path": pa.array([path] * len(block), pa.string()),
-                "line": pa.array(range(start + 1, start + 1 + len(block)), pa.int64()),
-                "raw": pa.array(block, pa.binary()),
-            })
+        """Blocks of LINES_PER_BLOCK lines, the file read a chunk at a time (`predict_file` has checked every line
+        against the local engine's bound before Ray started; a line over it here is cut off, not held whole)."""
+        lines: list[bytes] = []
+        start, pending = 1, bytearray()
+        for chunk in iter(lambda: f.read(CHUNK_BYTES), b""):
+            *done, rest = chunk.split(b"\n")
+            if done:
+                lines += [bytes(pending + done[0]), *done[1:]]
+                pending = bytearray()
+            pending += rest
+            del pending[MAX_LINE_BYTES + 1 :]  # a file that grew a longer line since the check: refused by the actor
+            while len(lines) >= LINES_PER_BLOCK:
+                yield _block(path, start, lines[:LINES_PER_BLOCK])
+                start, lines = start + LINES_PER_BLOCK, lines[LINES_PER_BLOCK:]
+        if pending:  # a last line without its newline; the newline that ends the last line opens no line of its own
+            lines.append(bytes(pending))
+        if lines:
+            yield _block(path, start, lines)
+
+
+def _block(path: str, start: int, lines: list[bytes]) -> pa.Table:
+    return pa.table({
+        "path": pa.array([path] * len(lines), pa.string()),
+        "line": pa.array(range(start, start + len(lines)), pa.int64()),
+        "raw": pa.array(lines, pa.binary()),
+    })
 
 
 def read_lines(paths: str | list[str], **read_args: Any) -> ray.data.Dataset:
@@ -63,6 +81,8 @@ def read_lines(paths: str | list[str], **read_args: Any) -> ray.data.Dataset:
 
 def decode_line(raw: bytes, line: int) -> str:
     """A raw input line as `zhner predict` reads it: UTF-8, a BOM dropped on line 1, the line end stripped."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise ZhnerError(f"a line longer than {MAX_LINE_BYTES:,} bytes (zhner's limit): not a text file?")
     if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
@@ -150,19 +170,24 @@ def tag_lines(
 
 
 def predict_file(
-    source: str, output: Path | None, model_dir: str | Path, workers: int = 2, jsonl: bool = False, on_error: str = "fail",
-    log: Callable[[str], None] = lambda message: print(message, file=sys.stderr), **predictor: Any,
+    source: str, output: Path | None, model_dir: str | Path, workers: int = 2, jsonl: bool | None = False,
+    on_error: str = "fail", log: Callable[[str], None] = lambda message: print(message, file=sys.stderr), **predictor: Any,
 ) -> tuple[int, int]:
     """`zhner predict --engine ray`: tag `source` into `output` (atomically; None: stdout) in input order. Returns
-    (records written, lines skipped)."""
+    (records written, lines skipped). `source` is first read through the local engine's bounded reader
+    (zhner.serve.predict.scan_file: the same line limit and error, before Ray starts); `jsonl=None` is decided there,
+    from its first non-blank line, as the local engine decides it."""
     import contextlib
 
     from zhner.fileio import atomic_open
+    from zhner.serve.predict import scan_file
 
     if on_error not in ON_ERROR:
         raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
-    if source == "-" or not Path(source).is_file():
-        raise ZhnerError("--engine ray reads a file (not stdin)" if source == "-" else "no such file", None if source == "-" else source)
+    if source == "-":
+        raise ZhnerError("--engine ray reads a file (not stdin)")
+    first_is_json = scan_file(source, "a file of texts (--engine ray reads a regular file twice)")
+    jsonl = first_is_json if jsonl is None else jsonl
     started_here = not ray.is_initialized()
     if started_here:
         quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": False}
