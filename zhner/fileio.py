@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -46,9 +47,16 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 
     A `path` that exists and is not a regular file (a FIFO, a device such as /dev/null, a symlink to one, or
     /proc/self/fd/1 on a pipe or terminal) is written through instead: renaming over it would replace the node with a
-    regular file. A symlink to a regular file keeps the link: the file it points to is the one replaced."""
+    regular file; so is this process's stdout or stderr when it is a regular file (`-o /dev/stdout > out.txt`: the
+    output goes where the shell opened it, at its offset). A symlink to a regular file keeps the link: the file it
+    points to is the one replaced."""
     path = Path(path)
     check_output_file(path)  # os.replace would fail only at the end, after all the work
+    stream = standard_stream(path)
+    if stream is not None:  # /dev/stdout redirected to a file: written where the shell put it, not renamed over it
+        with os.fdopen(os.dup(stream), mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+        return
     if is_special_file(path):
         with writing(path):
             handle = open(path, mode, encoding=None if "b" in mode else encoding)
@@ -95,6 +103,26 @@ def _move_into_place(tmp: Path, path: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def standard_stream(path: str | Path) -> int | None:
+    """1 or 2 when `path` names the file this process's stdout or stderr is (/dev/stdout, /proc/self/fd/2, or the
+    file the shell redirected it to), else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    for fd in (1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            for stream in (sys.stdout, sys.stderr):  # what Python buffered comes first
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            return fd
+    return None
 
 
 def is_special_file(path: str | Path) -> bool:
