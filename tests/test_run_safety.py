@@ -400,18 +400,21 @@ def test_a_second_training_into_a_held_run_fails_at_once(tmp_path):
     assert [p.name for p in run.iterdir()] == [LOCK]
 
 
-@pytest.mark.parametrize("cut", ["mid-line", "before-newline"])
+@pytest.mark.parametrize("cut", ["mid-line", "before-newline", "deep-last-line"])
 def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data, cut):
     run = tmp_path / "run"
     train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     text = (run / "log.jsonl").read_text()
-    # the kill landed mid-write: in epoch 2's line, or just before epoch 1's newline
-    (run / "log.jsonl").write_text(text + '{"epoch": 2, "step": 12, "lr": 0.0' if cut == "mid-line" else text[:-1])
+    # the kill landed mid-write: in epoch 2's line, or just before epoch 1's newline; or a last line nested 100,000
+    # deep, which was a RecursionError at every resume (issue 46), is dropped as a damaged last line
+    damaged = {"mid-line": text + '{"epoch": 2, "step": 12, "lr": 0.0', "before-newline": text[:-1],
+               "deep-last-line": text + '{"epoch": ' + "[" * 100_000 + "]" * 100_000 + "}\n"}
+    (run / "log.jsonl").write_text(damaged[cut])
     lines = []
     metrics = train(tiny(["train.epochs=3"]), run, log=lines.append)
     assert metrics["status"] == "completed"
     warned = any(line.startswith("warning: ") and "log.jsonl:2: a log line cut short" in line for line in lines)
-    assert warned == (cut == "mid-line")
+    assert warned == (cut != "before-newline")
     assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 

@@ -343,7 +343,7 @@ def read_json(path: str | Path, kind: FileKind, missing: str = "no such file") -
     try:
         return parse_json(text)
     except TooDeep as exc:
-        raise ZhnerError(f"corrupt file ({exc})", path) from None
+        raise ZhnerError(f"corrupt file: {exc}", path) from None
     except json.JSONDecodeError as exc:
         raise ZhnerError(f"corrupt file (invalid JSON at line {exc.lineno}: {exc.msg})", path) from None
     except ValueError:

@@ -31,7 +31,7 @@ from torch import nn
 
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
-from zhner.fileio import SMALL_JSON, FileKind, check_regular, read_json, read_text
+from zhner.fileio import FileKind, check_regular, read_json, read_text
 from zhner.nn.memo import RowMemo
 
 __all__ = [
@@ -362,6 +362,7 @@ class PretrainedBert:
         return PretrainedBert(config, vocab, weights, scores)
 
 
+BERT_CONFIG = FileKind("a BERT config (config.json)", 2**20)
 BERT_VOCAB = FileKind("a BERT vocabulary (vocab.txt)", 256 * 2**20)
 BERT_SCORES = FileKind("a SentencePiece vocabulary (sentencepiece.json)", 256 * 2**20)
 
@@ -388,7 +389,7 @@ def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool =
             "no such directory: a pretrained BERT is a local directory with config.json, vocab.txt and weights", directory
         )
     config_path = directory / "config.json"
-    raw = read_json(config_path, SMALL_JSON, missing="no config.json: not a BERT checkpoint directory")
+    raw = read_json(config_path, BERT_CONFIG, missing="no config.json: not a BERT checkpoint directory")
     config = BertConfig.from_dict(raw, config_path)
     vocab_path = directory / "vocab.txt"
     if not os.path.lexists(vocab_path):
