@@ -356,6 +356,91 @@ def test_a_save_killed_after_its_commit_point_loads_as_the_new_model(two_models,
     assert sorted(snapshot(directory)) == before and Tagger.load(directory).predict(TEXTS) == new.predict(TEXTS)
 
 
+def test_a_load_during_a_saves_renames_reads_the_new_set_and_leaves_the_renames_to_it(two_models, monkeypatch):
+    """A save paused between its commit point and its renames (as a busy trainer can be) while a load runs: the load
+    gives the committed model and writes nothing; the save then finishes its own renames (issue 46, item 3: a load
+    finished them itself, and the trainer's own renames then failed)."""
+    directory, old_predictions, new = two_models
+    real, saver = fileio.finish_pending_save, []
+    committed, go = threading.Event(), threading.Event()
+
+    def paused(path):
+        if threading.get_ident() in saver and (path / SAVE_JOURNAL).exists():
+            committed.set()
+            assert go.wait(60)
+        real(path)
+
+    monkeypatch.setattr(fileio, "finish_pending_save", paused)
+    errors = []
+
+    def save():
+        saver.append(threading.get_ident())
+        try:
+            new.save(directory)
+        except Exception as exc:  # noqa: BLE001 - the saver's failure is the test's
+            errors.append(exc)
+
+    thread = threading.Thread(target=save)
+    thread.start()
+    assert committed.wait(60)
+    pending = snapshot(directory)
+    assert SAVE_JOURNAL in pending
+    try:
+        loaded = Tagger.load(directory)
+        assert loaded.predict(TEXTS) == new.predict(TEXTS) and loaded.metrics["note"] == "the new model"
+        assert snapshot(directory) == pending  # the reader renamed nothing
+    finally:
+        go.set()
+        thread.join(60)
+    assert not errors and SAVE_JOURNAL not in snapshot(directory)
+    assert Tagger.load(directory).predict(TEXTS) == new.predict(TEXTS)
+
+
+def test_loads_beside_repeated_saves_never_fail_nor_mix_two_saves(tmp_path, shared_data):
+    """100 loads while another thread saves two models in turn into the directory (issue 46, item 3): every load is
+    one of the two, whole (its metrics.json's note is that of its weights), and neither side fails or waits. Before, a
+    load finished a pending save itself, without a lock, and broke the saver's renames or had its own broken."""
+    directory = tmp_path / "run"
+    train(tiny(), directory, log=lambda _: None)
+    models = {"A": Tagger.load(directory), "B": Tagger.load(directory)}
+    with torch.no_grad():
+        for p in models["B"].model.parameters():
+            p.add_(1.0)
+    weights = {}
+    for note, model in models.items():
+        model.metrics = {"note": note}
+        weights[note] = sum(float(p.sum()) for p in model.model.parameters())
+    models["A"].save(directory)
+    stop, saves, saver_errors = threading.Event(), [0], []
+
+    def saver():  # a save every 0.3 s or so (a training saves once an epoch): many land in a load, and it reads again
+        while not stop.wait(0.25):
+            try:
+                models["B" if saves[0] % 2 == 0 else "A"].save(directory)
+            except Exception as exc:  # noqa: BLE001 - any failure of the saver counts
+                saver_errors.append(exc)
+            saves[0] += 1
+
+    thread = threading.Thread(target=saver, daemon=True)
+    thread.start()
+    load_errors, seen = [], set()
+    try:
+        for _ in range(100):
+            try:
+                loaded = Tagger.load(directory)
+                note = loaded.metrics["note"]
+                assert sum(float(p.sum()) for p in loaded.model.parameters()) == weights[note], "a mix of two saves"
+                seen.add(note)
+            except Exception as exc:  # noqa: BLE001 - any failure of a load counts
+                load_errors.append(exc)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not load_errors and not saver_errors, (load_errors[:3], saver_errors[:3])
+    assert saves[0] >= 10 and seen == {"A", "B"}, (saves[0], seen)
+    assert not (directory / SAVE_JOURNAL).exists() and not list(directory.glob(".*.tmp"))
+
+
 def test_a_planted_journal_renames_nothing_outside_its_set(tmp_path):
     (tmp_path / SAVE_JOURNAL).write_text(json.dumps({"rename": {"../escape": "../.escape.x.tmp"}}))
     with pytest.raises(ZhnerError, match="not a journal of zhner's"):

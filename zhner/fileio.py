@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from zhner.errors import ZhnerError
 
@@ -461,7 +461,7 @@ def reading(path: str | Path, expected: str = "a file", missing: str = "no such 
 
 def model_directory(directory: str | Path) -> Path:
     """`directory` as a Path when it is a directory; an empty name, a missing one or one the OS refuses to look at
-    (too long, no permission) is an error naming it. Nothing is written: see `committed_files`."""
+    (too long, no permission) is an error naming it. Nothing is written: see `read_committed`."""
     if str(directory).strip() == "":
         raise ZhnerError("no model directory given (an empty path)")
     path = Path(directory)
@@ -594,14 +594,14 @@ def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
     file behind; a kill after it leaves the journal, and the next save (or training) into the directory finishes the
     renames (`finish_pending_save`).
 
-    Readers and saves meet by a lock on the directory (`directory_lock`): the commit and the renames hold it
-    exclusively, a reader (`committed_files`) holds it shared for all its reads, so a reader sees the old set or the
-    new one, never a mix, and never waits for more than the renames. A reader never writes: a set whose save was
-    killed after its commit point is read from the temporary files its journal names."""
+    A reader (`read_committed`) never writes and takes no lock: it sees the old set or the new one, never a mix, by
+    looking at the journal and its files again after reading (a set renamed under it is read again), and reads a set
+    whose save was killed after its commit point from the temporary files its journal names. Two saves into one
+    directory take turns by an exclusive flock on it (`directory_lock`) for their commit and renames."""
     directory = Path(directory)
     with writing(directory):
         directory.mkdir(parents=True, exist_ok=True)
-    with directory_lock(directory, exclusive=True):
+    with directory_lock(directory):
         finish_pending_save(directory)
     files = StagedFiles(directory)
     try:
@@ -609,7 +609,7 @@ def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
     except BaseException:
         files.discard()
         raise
-    with directory_lock(directory, exclusive=True):
+    with directory_lock(directory):
         try:
             journal = {"rename": {name: tmp.name for name, tmp in files.staged.items()}}
             with staged_file(directory / SAVE_JOURNAL) as (handle, tmp):
@@ -623,7 +623,7 @@ def replace_together(directory: str | Path) -> Iterator[StagedFiles]:
 
 def finish_pending_save(directory: str | Path) -> None:
     """Finish the renames of a set committed by `replace_together` and interrupted (a kill, a full disk) before they
-    were all done; nothing when no journal is there. Writers only, holding `directory_lock` exclusively."""
+    were all done; nothing when no journal is there. Writers only, holding `directory_lock`."""
     directory = Path(directory)
     journal = directory / SAVE_JOURNAL
     renames = pending_renames(directory)
@@ -655,53 +655,106 @@ def pending_renames(directory: Path) -> dict[str, str] | None:
     return _journal_renames(read_text(journal, JOURNAL_FILE), journal)
 
 
+T = TypeVar("T")
+READ_RETRY_S = 60.0  # a reader that sees a save under it reads again, for up to this long
+
+
+def read_committed(directory: Path, read: Callable[[Callable[[str], Path]], T]) -> T:
+    """`read(path)` over the set of files last committed to a model directory, where path(NAME) is the file to read
+    for NAME: its own name, or the temporary file a killed save's journal names. No lock, nothing written: the
+    journal and every file `read` asked for are looked at before and after it (`_View`), and when a save renamed any
+    of them meanwhile, `read` runs again on the new set. So a reader never sees two saves mixed, never waits for a
+    save nor makes one wait, and leaves a killed save for the next writer to finish (issue 46)."""
+    deadline, pause = time.monotonic() + READ_RETRY_S, 0.005
+    while True:
+        view = _View(directory)
+        try:
+            result = read(view.path)
+        except Exception:  # a file renamed away under the read: read again; else the error is the directory's
+            if view.unchanged():
+                raise
+        else:
+            if view.unchanged():
+                return result
+        if time.monotonic() > deadline:
+            raise ZhnerError(f"saved into over and over for {READ_RETRY_S:.0f} s while read; try again", directory)
+        time.sleep(pause)
+        pause = min(2 * pause, 0.1)
+
+
+class _View:
+    """What a reader of a model directory looked at: the journal, and (path, identity) of each file it was given."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.journal = _identity(directory / SAVE_JOURNAL)  # first: a save renames only while its journal is there
+        try:
+            self.renames = pending_renames(directory) or {}
+        except ZhnerError:
+            if _identity(directory / SAVE_JOURNAL) == self.journal:
+                raise
+            self.renames = {}  # the journal went (or came) meanwhile: this view is stale, and read again
+        self.seen: dict[str, tuple[Path, tuple | None]] = {}
+
+    def _resolve(self, name: str) -> Path:
+        staged = self.directory / self.renames[name] if name in self.renames else None
+        return staged if staged is not None and os.path.lexists(staged) else self.directory / name
+
+    def path(self, name: str) -> Path:
+        path = self._resolve(name)
+        self.seen.setdefault(name, (path, _identity(path)))  # looked at before it is opened
+        return path
+
+    def unchanged(self) -> bool:
+        """Whether no save committed or renamed anything the reader read since it began (the journal is looked at
+        first again: renames happen only while it is there, so a set renamed under the reader shows in a file)."""
+        if _identity(self.directory / SAVE_JOURNAL) != self.journal:
+            return False
+        return all((p := self._resolve(name), _identity(p)) == seen for name, seen in self.seen.items())
+
+
+def _identity(path: Path) -> tuple | None:
+    """What tells one file from the one a save renames over it: device, inode, size and modification time."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return ("unreadable", exc.errno)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+LOCK_WAIT_S = 600.0  # a save waits this long for another save into the same directory
+
+
 @contextlib.contextmanager
-def committed_files(directory: Path) -> Iterator[Callable[[str], Path]]:
-    """For a reader of a model directory: hold `directory_lock` shared for the block, and give the path of each file
-    of the set last committed: its own name, or the temporary file a killed save's journal names (renamed already
-    when that is gone). Nothing is written here: finishing a killed save is the next writer's work."""
-    with directory_lock(directory, exclusive=False):
-        renames = pending_renames(directory) or {}
-
-        def path(name: str) -> Path:
-            staged = directory / renames[name] if name in renames else None
-            return staged if staged is not None and os.path.lexists(staged) else directory / name
-
-        yield path
-
-
-LOCK_WAIT_S = {False: 60.0, True: 600.0}  # a reader waits for renames; a save waits for readers (a slow load)
-
-
-@contextlib.contextmanager
-def directory_lock(directory: Path, exclusive: bool) -> Iterator[None]:
-    """flock on `directory` itself (no lock file: a read-only model directory is read as any other): shared for
-    readers, exclusive for the commit and renames of a save. Waits up to LOCK_WAIT_S, then an error naming it. Where
-    the OS or file system has no flock, nothing is locked."""
+def directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive flock on `directory` itself (no lock file) for a writer's commit and renames (or its finishing of
+    a killed save): two saves into one directory take turns. Readers take no lock (`read_committed`). Waits up to
+    LOCK_WAIT_S, then an error naming it; where the OS or file system has no flock, nothing is locked."""
     if fcntl is None:
         yield
         return
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
     except OSError as exc:
-        raise ZhnerError(f"cannot read this directory ({exc.strerror})", directory) from None
+        raise ZhnerError(f"cannot write: {exc.strerror}", directory) from None
     try:
-        _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, directory, LOCK_WAIT_S[exclusive])
+        _flock(fd, directory)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
-def _flock(fd: int, operation: int, directory: Path, wait_s: float) -> None:
-    deadline, pause = time.monotonic() + wait_s, 0.001
+def _flock(fd: int, directory: Path) -> None:
+    deadline, pause = time.monotonic() + LOCK_WAIT_S, 0.001
     while True:
         try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() > deadline:
-                who = "a reader has" if operation == fcntl.LOCK_EX else "a save has"
-                raise ZhnerError(f"{who} held this directory for over {wait_s:.0f} s; try again", directory) from None
+                raise ZhnerError(f"another save has held this directory for over {LOCK_WAIT_S:.0f} s", directory) from None
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
         except OSError:  # no flock here (some network file systems): unlocked, as on a system without fcntl

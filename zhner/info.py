@@ -10,8 +10,8 @@ from pathlib import Path
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
 from zhner.fileio import (
-    LEXICON_FILE, VOCAB_FILE, FileKind, bounded_lines, committed_files, model_directory, open_regular, parse_json,
-    read_model_mapping, require_mapping,
+    LEXICON_FILE, VOCAB_FILE, FileKind, bounded_lines, model_directory, open_regular, parse_json,
+    read_committed, read_model_mapping, require_mapping,
 )
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
@@ -21,8 +21,7 @@ CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.s
 def model_info(directory: str | Path) -> dict:
     """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
     directory = model_directory(directory)
-    with committed_files(directory) as path:  # the files of one save
-        return _info(directory, path)
+    return read_committed(directory, lambda path: _info(directory, path))  # the files of one save
 
 
 def _info(directory: Path, path: Callable[[str], Path]) -> dict:

@@ -32,7 +32,7 @@ from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
 from zhner.fileio import (
-    MODEL_FILE, VOCAB_FILE, FileKind, check_regular, committed_files, directory_lock, model_directory, read_model_mapping,
+    MODEL_FILE, VOCAB_FILE, FileKind, check_regular, directory_lock, model_directory, read_committed, read_model_mapping,
     replace_together, replacing,
 )
 from zhner.lexicon.lexicon import Lexicon
@@ -241,27 +241,26 @@ class Pipeline:
         return record, {k: v for k, v in state.items() if k not in record["tensors"]}
 
     def save_metrics(self, directory: str | Path) -> None:
-        with directory_lock(Path(directory), exclusive=True), replacing(Path(directory) / METRICS) as handle:
+        with directory_lock(Path(directory)), replacing(Path(directory) / METRICS) as handle:
             handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:
         """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
         directory = model_directory(directory)
-        with committed_files(directory) as path:
-            try:
-                return Featurizer.upgrade(read_json(path(VOCAB), VOCAB_FILE))["task"]["kind"]
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise ZhnerError(f"malformed vocabulary ({exc})", path(VOCAB)) from None
+        vocab = read_committed(directory, lambda path: read_json(path(VOCAB), VOCAB_FILE))
+        try:
+            return Featurizer.upgrade(vocab)["task"]["kind"]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
 
     @classmethod
     def load(cls, directory: str | Path) -> Any:
         """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
-        right class). Its files are read as one set (zhner.fileio.committed_files): a save into the directory waits
-        for the load, or the load for the save's renames."""
+        right class). Its files are read as one set (zhner.fileio.read_committed): a save into the directory while it
+        is read makes the load read the new set, without a lock either side waits for."""
         directory = model_directory(directory)
-        with committed_files(directory) as path:
-            pipeline = cls._load(path)
+        pipeline = read_committed(directory, cls._load)
         pipeline.directory = directory
         return pipeline
 

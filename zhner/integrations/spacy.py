@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from spacy.util import minibatch
 
 from zhner.errors import ZhnerError
 from zhner.fileio import (
-    LEXICON_FILE, MODEL_FILE, SMALL_JSON, VOCAB_FILE, FileKind, committed_files, copy_file, model_directory, read_json,
+    LEXICON_FILE, MODEL_FILE, SMALL_JSON, VOCAB_FILE, FileKind, copy_file, model_directory, read_committed, read_json,
     replacing, require_mapping, writing,
 )
 
@@ -111,14 +111,15 @@ class ZhnerEntities:
 
     # -- serialisation: the model's files travel with the pipeline ---------------------------------------------------
     def to_disk(self, path: str | Path, exclude: Iterable[str] = ()) -> None:
-        """The model's files (as last saved: zhner.fileio.committed_files) copied into `path`, spaCy's folder of this
+        """The model's files (as last saved: zhner.fileio.read_committed) copied into `path`, spaCy's folder of this
         component, each written as a new file of its own and renamed into place, as the trainer writes: a symlink or
         FIFO planted at a name is replaced, never written through. A missing or incomplete model directory is an
         error naming it, before anything is written."""
         path = Path(path)
         source = model_directory(_model_dir(self.model))
         weights = "model.onnx" if self.runtime == "onnx" else "model.safetensors"
-        with committed_files(source) as source_path:
+
+        def copy(source_path: Callable[[str], Path]) -> None:
             names = [n for n in MODEL_FILES if os.path.lexists(source_path(n)) and (n != "model.onnx" or self.runtime == "onnx")]
             missing = next((n for n in ("config.yaml", "vocab.json", weights) if n not in names), None)
             if missing is not None:
@@ -127,6 +128,8 @@ class ZhnerEntities:
                 path.mkdir(parents=True, exist_ok=True)
             for name in names:
                 copy_file(source_path(name), path / name, MODEL_FILES[name])
+
+        read_committed(source, copy)  # a save into the model meanwhile: copied again, from the new set
         settings = {"runtime": self.runtime, "alignment_mode": self.alignment_mode, "batch_size": self.batch_size}
         with replacing(path / SETTINGS) as handle:
             handle.write(json.dumps(settings))

@@ -18,7 +18,7 @@ from zhner.data.example import check_positive, text_list
 from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
-from zhner.fileio import VOCAB_FILE, FileKind, check_regular, committed_files, model_directory, read_model_mapping
+from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
 from zhner.runtime.decoding import SentenceCRF, entity, viterbi
 from zhner.runtime.features import Features
 
@@ -85,8 +85,7 @@ class RuntimeTagger:
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
         """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx)."""
         directory = model_directory(directory)
-        with committed_files(directory) as path:  # the vocabulary and lexicon of one save
-            runtime_task, features = _task_and_features(path)
+        runtime_task, features = read_committed(directory, _task_and_features)  # the vocabulary and lexicon of one save
         graph_path = Path(onnx_path) if onnx_path is not None else directory / ONNX_FILE
         graph = session(graph_path, threads)
         return cls(graph, features, runtime_task, _piece_chars(graph, graph_path))

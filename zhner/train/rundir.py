@@ -64,7 +64,7 @@ def claimed(directory: Path, markers: tuple[str, ...]) -> Iterator[None]:
     try:
         with locked(directory / LOCK, directory):
             try:
-                with directory_lock(directory, exclusive=True):  # readers of the model may be at it
+                with directory_lock(directory):  # another save into it (Tagger.save) takes turns
                     finish_pending_save(directory)  # a model save killed after its commit point
                 _remove_stale_temporaries(directory)
                 yield
