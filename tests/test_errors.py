@@ -253,3 +253,38 @@ def test_info_on_truncated_weights_does_not_say_completed(tmp_path):
     assert info["status"].startswith("unusable: model.safetensors is truncated") and info["parameters"] is None
     weights.unlink()
     assert model_info(model)["status"] == "unusable: model.safetensors is missing"
+
+
+@pytest.mark.parametrize("damage", ["size-mismatch", "hole", "unknown-dtype", "trailing-bytes"])
+def test_info_checks_the_weights_header_as_loading_does(tmp_path, damage):
+    """Headers whose shapes, offsets, dtypes or length do not add up: `info` said "completed" for such a file, which
+    `predict` refuses (issue 46); now both refuse it, info as its status."""
+    import json as json_
+    import struct
+
+    from zhner.errors import ZhnerError
+    from zhner.info import model_info
+    from zhner.tagger import Tagger, default_model_dir
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_dir(), model)
+    weights = model / "model.safetensors"
+    raw = weights.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header, data = json_.loads(raw[8 : 8 + size]), raw[8 + size :]
+    name = next(k for k in header if k != "__metadata__")
+    entry = header[name]
+    if damage == "size-mismatch":  # one more row than its bytes hold
+        entry["shape"] = [entry["shape"][0] + 1, *entry["shape"][1:]]
+    elif damage == "hole":  # a tensor that starts past the end of the one before
+        entry["data_offsets"] = [entry["data_offsets"][0] + 4, entry["data_offsets"][1]]
+    elif damage == "unknown-dtype":
+        entry["dtype"] = "Q7"
+    else:
+        data += b"\0" * 64
+    text = json_.dumps(header).encode()
+    weights.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    info = model_info(model)
+    assert info["status"].startswith("unusable: model.safetensors is corrupt") and info["parameters"] is None, info
+    with pytest.raises(ZhnerError, match="corrupt weights file"):
+        Tagger.load(model)
