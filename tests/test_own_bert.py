@@ -4,6 +4,7 @@ Chinese text; checkpoint loading in every layout and its errors; the pluggable s
 import ast
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -317,6 +318,11 @@ def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     torch.save({"embeddings.word_embeddings.weight": torch.zeros(2), "x": Ran(tmp_path / "ran")}, d / "pytorch_model.bin")
     fails(d, d / "pytorch_model.bin", r"^(?!.*weights_only).*holds Python objects")
     assert not (tmp_path / "ran").exists()
+    d = variant("zip_bomb_bin")  # a record compressed 1000:1 would unpack to 256 MiB before torch refused it
+    (d / "model.safetensors").unlink()
+    with zipfile.ZipFile(d / "pytorch_model.bin", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", bytes(2**28))
+    fails(d, d / "pytorch_model.bin", "compressed records")
     d = variant("no_vocab")
     (d / "vocab.txt").unlink()
     fails(d, d / "vocab.txt", "no vocab.txt")

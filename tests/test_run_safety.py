@@ -72,6 +72,31 @@ def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path, shared_dat
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("form", ["zip-bomb", "legacy-format"])
+def test_a_checkpoint_that_would_unpack_to_more_than_it_holds_is_refused_before_torch_load(tmp_path, monkeypatch, form):
+    """A 1 MB checkpoint.pt cost 1.44 GB before it was refused (issue 46): a compressed record (torch.save stores
+    them) unpacks to what its header says, and torch's legacy format allocates the storage sizes it declares. Both are
+    one line now, before torch.load."""
+    import zipfile
+
+    from zhner.train import trainer
+
+    path = tmp_path / "checkpoint.pt"
+    if form == "zip-bomb":  # 256 MiB of zeros in 256 kB
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("archive/data.pkl", bytes(2**28))
+        assert path.stat().st_size < 2**20
+    else:
+        torch.save({"x": torch.zeros(2)}, path, _use_new_zipfile_serialization=False)
+    monkeypatch.setattr(torch, "load", lambda *a, **kw: pytest.fail("torch.load ran"))
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    with pytest.raises(ZhnerError, match="compressed records" if form == "zip-bomb" else "not a zip archive") as err:
+        trainer._restore(path, model, opt, sched, tiny(), None)
+    assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+
+
 def test_no_loader_in_the_package_unpickles():
     """Every torch.load is weights_only=True, every np.load allow_pickle=False, and nothing imports pickle to load."""
     sources = {p: p.read_text(encoding="utf-8") for p in (REPO / "zhner").rglob("*.py")}

@@ -12,6 +12,7 @@ import stat
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,6 +299,24 @@ def read_text(path: str | Path, kind: FileKind, missing: str = "no such file") -
         return read_bytes(path, kind, missing).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ZhnerError(f"corrupt file (not valid UTF-8 at byte {exc.start:,}), expected {kind.what}", path) from None
+
+
+def torch_archive_problem(path: str | Path, kind: FileKind) -> str | None:
+    """What is wrong with a file torch.load is to read (None: nothing), found before it unpacks anything. The file
+    must be regular and within kind.max_bytes, and torch's zip archive of stored records (torch.save compresses
+    nothing) adding up to at most kind.max_bytes: a compressed record is a zip bomb (1 MB that unpacks to gigabytes),
+    and torch's legacy format, which is no zip archive, allocates the storage sizes it declares."""
+    check_regular(path, kind)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return "not a zip archive as torch.save writes"
+    if any(r.compress_type != zipfile.ZIP_STORED for r in records):
+        return "compressed records, which torch.save never writes"
+    if sum(r.file_size for r in records) > kind.max_bytes:
+        return f"records of over {kind.max_bytes:,} bytes, zhner's limit for {kind.what}"
+    return None
 
 
 def read_small_text(path: str | Path, expected: str = "a YAML config file", missing: str = "no such file") -> str:

@@ -31,7 +31,7 @@ from torch import nn
 
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
-from zhner.fileio import FileKind, check_regular, read_json, read_text
+from zhner.fileio import FileKind, check_regular, read_json, read_text, torch_archive_problem
 from zhner.nn.memo import RowMemo
 
 __all__ = [
@@ -434,7 +434,11 @@ def _read_weights(directory: Path, config: BertConfig) -> tuple[Path, dict[str, 
             raise ZhnerError("no weights file: neither model.safetensors nor pytorch_model.bin", directory)
     with torch.device("meta"):  # shapes only, no memory
         expected = sum(t.numel() for t in BertModel(config, add_pooling_layer=True).state_dict().values())
-    check_regular(path, FileKind("the weights of this BERT config", 8 * expected + 2**27))
+    kind = FileKind("the weights of this BERT config", 8 * expected + 2**27)
+    check_regular(path, kind)
+    problem = None if path.suffix == ".safetensors" else torch_archive_problem(path, kind)
+    if problem:  # before torch.load unpacks anything
+        raise ZhnerError(f"cannot read the weights ({problem})", path)
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file

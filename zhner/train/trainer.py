@@ -39,7 +39,8 @@ from zhner.data.catalogue import DATASETS
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.fileio import (
-    LOG_FILE, FileKind, check_output_dir, check_regular, parse_json, parse_yaml, read_bytes, replacing, writing,
+    LOG_FILE, FileKind, check_output_dir, check_regular, parse_json, parse_yaml, read_bytes, replacing,
+    torch_archive_problem, writing,
 )
 from zhner.lexicon.lexicon import Lexicon
 from zhner.classifier import Classifier
@@ -823,7 +824,9 @@ def checkpoint_kind(model: torch.nn.Module) -> FileKind:
 
 
 def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
-    check_regular(path, checkpoint_kind(model))  # before torch.load reads (or waits on) it
+    problem = torch_archive_problem(path, checkpoint_kind(model))  # before torch.load reads (or unpacks) it
+    if problem:
+        raise ZhnerError(f"cannot read this checkpoint ({problem}); delete it to start over", path)
     try:
         # tensors and plain containers only: a pickled object (a planted payload) is refused before anything of it runs
         payload = torch.load(path, map_location="cpu", weights_only=True)
