@@ -154,3 +154,38 @@ def test_a_hostile_file_is_one_line_naming_it(kind, form, tmp_path, monkeypatch,
             entry(directory)
         message = str(err.value)
         assert "\n" not in message and str(directory / name) in message, (entry, message)
+
+
+def test_a_manifest_names_only_the_files_a_build_writes(tmp_path, monkeypatch, shipped, stopped_run, tiny_sp_bert):
+    """A manifest naming /dev/zero (or a path out of the cache) made `pretrained list` hash for ever (issue 46)."""
+    directory = e5_cache(tmp_path, shipped, stopped_run, tiny_sp_bert)
+    monkeypatch.setenv("ZHNER_CACHE", str(directory.parents[1]))
+    for name in ("/dev/zero", "../../escape", "model.safetensors/.."):
+        manifest = json.loads((directory / "manifest.json").read_text())
+        (directory / "manifest.json").write_text(json.dumps({**manifest, "files": {name: "0" * 64}}))
+        with deadline(30):
+            assert "names other files than a build writes" in describe()[0]["state"]
+            with pytest.raises(ZhnerError, match="names other files") as err:
+                e5_small_dir(build=False)
+        assert str(err.value).startswith(str(directory / "manifest.json"))
+
+
+def test_a_directory_that_cannot_be_searched_is_named_not_its_journal(tmp_path, monkeypatch, shipped):
+    """A model directory the OS will not let zhner look into was blamed on a journal that does not exist (issue 46).
+    (The OS's refusal is simulated: the tests may run as root, whom a chmod does not stop.)"""
+    import zhner.fileio as fileio
+
+    directory = tmp_path / "model"
+    shutil.copytree(shipped, directory)
+    real = os.lstat
+
+    def refused(path, *args, **kwargs):
+        if str(path).startswith(str(directory) + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(fileio.os, "lstat", refused)
+    for read in (Tagger.load, model_info):
+        with pytest.raises(ZhnerError) as err:
+            read(directory)
+        assert str(err.value) == f"{directory}: cannot read this directory (Permission denied)"
