@@ -189,3 +189,23 @@ def test_a_directory_that_cannot_be_searched_is_named_not_its_journal(tmp_path, 
         with pytest.raises(ZhnerError) as err:
             read(directory)
         assert str(err.value) == f"{directory}: cannot read this directory (Permission denied)"
+
+
+@pytest.mark.parametrize("form", ["deep", "fifo"])
+def test_the_commands_give_one_line_and_exit_2(tmp_path, shipped, form):
+    """The probe's commands on a model whose vocab.json nests 100,000 deep (a RecursionError traceback, rc 1) or is a
+    FIFO (a hang): `info`, `predict`, `evaluate`, `serve` and `train` with `init_from` now print one line and exit 2."""
+    from cli_runner import run_zhner
+
+    directory = tmp_path / "model"
+    shutil.copytree(shipped, directory)
+    plant(directory / "vocab.json", form)
+    data = tmp_path / "gold.bmes"
+    data.write_text("张 B-PER\n三 E-PER\n", encoding="utf-8")
+    for args in (["info", directory], ["predict", "-m", directory, "--text", "张三"], ["evaluate", directory, data],
+                 ["serve", "-m", directory, "--port", "0"],
+                 ["train", "tener_resume", "-o", tmp_path / "run", "--set", f"train.init_from={directory}"]):
+        res = run_zhner(*args, cwd=tmp_path, timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (args, res.stderr[-2000:])
+        errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and str(directory / "vocab.json") in errors[0], (args, res.stderr[-2000:])
