@@ -8,8 +8,8 @@ run one after another into the same directory with --overwrite for as long as th
 saves the model (replace_together: config.yaml, vocab.json, model.safetensors, metrics.json), later ones while dev F1
 climbs. This process calls zhner.load on the directory --loads times, --pause-ms apart, from the first save on.
 A load fails when zhner.load raises; a training fails when it exits non-zero. Saves are counted from each run's
-log.jsonl (epochs that were the best so far); "loads_read_again" counts the loads a save landed in, which read the
-new set again. Before issue 46 a load finished a pending save itself, without a lock:
+log.jsonl (epochs that were the best so far); "reads_repeated" counts the reads a save landed in, which then read the
+new set again (zhner.load reads vocab.json, then the whole directory: two reads a load). Before issue 46 a load finished a pending save itself, without a lock:
 the readers then broke the trainer's renames, or the trainer theirs.
 """
 from __future__ import annotations
@@ -52,28 +52,29 @@ def last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def counting_views() -> list[int]:
-    """How many times loads looked at the directory (zhner.fileio._View): more than the loads when a save landed in
-    one and it read the new set again. Empty for a zhner without it."""
+def counting_rereads() -> list[int]:
+    """How many times a load found that a save had landed in its reads, and read the new set again
+    (zhner.fileio._View.unchanged was false). Empty for a zhner without it."""
     import zhner.fileio as fileio
 
-    views: list[int] = []
+    rereads: list[int] = []
     if hasattr(fileio, "_View"):
-        views.append(0)
-        init = fileio._View.__init__
+        rereads.append(0)
+        unchanged = fileio._View.unchanged
 
-        def counted(self, *args):
-            views[0] += 1
-            init(self, *args)
+        def counted(self) -> bool:
+            same = unchanged(self)
+            rereads[0] += not same
+            return same
 
-        fileio._View.__init__ = counted
-    return views
+        fileio._View.unchanged = counted
+    return rereads
 
 
 def race(args: argparse.Namespace, workdir: Path) -> dict:
     import zhner
 
-    views = counting_views()
+    rereads = counting_rereads()
 
     run, stderr = workdir / "run", workdir / "train.err"
     trainings, training_failures, saves = 0, [], 0
@@ -104,7 +105,7 @@ def race(args: argparse.Namespace, workdir: Path) -> dict:
         training_failures.append(last_line(stderr))
     return {
         "loads": loads, "load_failures": len(load_failures), "load_failure_examples": sorted(set(load_failures))[:5],
-        "loads_read_again": views[0] - loads if views else None,
+        "reads_repeated": rereads[0] if rereads else None,
         "trainings": trainings, "training_failures": len(training_failures),
         "training_failure_examples": sorted(set(training_failures))[:5], "model_saves": saves,
         "seconds": round(seconds, 1),
@@ -116,7 +117,7 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--sentences", type=int, default=300, help="Resume training sentences per run")
-    parser.add_argument("--pause-ms", type=float, default=20.0, help="between two loads")
+    parser.add_argument("--pause-ms", type=float, default=0.0, help="between two loads")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "load_race.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zhner-load-race-") as tmp:
