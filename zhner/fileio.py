@@ -22,7 +22,7 @@ from zhner.errors import ZhnerError
 
 try:
     import fcntl
-except ImportError:  # not POSIX: readers and saves are not locked
+except ImportError:  # not POSIX: two saves into one directory are not kept apart
     fcntl = None
 
 TEMP_SUFFIX = ".tmp"  # of every temporary file: .NAME.XXXXXXXX.tmp beside NAME
@@ -232,14 +232,13 @@ class FileKind:
 
 
 MAX_CONFIG_BYTES = 2**20  # a YAML config over 1 MiB is no config
-CONFIG_FILE = FileKind("a YAML config file", MAX_CONFIG_BYTES)
 MODEL_FILE = FileKind("a file of the model directory", 16 * 2**20)  # config.yaml, metrics.json, encoder_reference.json
 VOCAB_FILE = FileKind("a vocabulary file", 256 * 2**20)  # vocab.json: e5's 250k pieces take 5 MB
 LEXICON_FILE = FileKind("a lexicon file", 2**30)  # one word a line: Tencent's 12M words take 150 MB
 JOURNAL_FILE = FileKind("a journal of a save", 2**20)
 LOG_FILE = FileKind("a training log", 256 * 2**20)  # one line an epoch, a few kB each
 MANIFEST_FILE = FileKind("a manifest of the pretrained cache", 2**20)
-SMALL_JSON = FileKind("a small JSON file", 16 * 2**20)  # settings, BERT's config.json, a cache's stamp
+SMALL_JSON = FileKind("a small JSON file", 16 * 2**20)  # spaCy's zhner.json, a vectors cache's stamp
 
 
 def _file_type(mode: int) -> str:
