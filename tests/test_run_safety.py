@@ -557,3 +557,21 @@ def test_a_damaged_log_line_before_the_last_is_an_error_naming_it(tmp_path):
     with pytest.raises(ZhnerError) as err:
         _trim_log(log, 2, lambda _: None)
     assert str(err.value).startswith(f"{log}:2: not a log record")
+
+
+def test_a_seed_sets_summary_is_read_bounded_and_written_as_a_new_file(tmp_path):
+    """seeds.json / sweep.json: a FIFO or /dev/zero planted there is not read (the summary is rewritten), and a link to
+    a file outside is replaced, the file left as it was (atomic_open wrote through links to regular files)."""
+    from conftest import deadline
+    from zhner.train.runs import _earlier_summaries, _write_json
+
+    os.mkfifo(tmp_path / "seeds.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    with deadline(30):
+        assert _earlier_summaries(tmp_path / "seeds.json") == {} == _earlier_summaries(tmp_path / "zero.json")
+    (tmp_path / "victim.json").write_text("mine")
+    (tmp_path / "sweep.json").symlink_to(tmp_path / "victim.json")
+    for name in ("seeds.json", "sweep.json"):
+        _write_json(tmp_path / name, [{"seed": 42}])
+        assert not (tmp_path / name).is_symlink() and _earlier_summaries(tmp_path / name) == {42: {"seed": 42}}
+    assert (tmp_path / "victim.json").read_text() == "mine"
