@@ -120,3 +120,29 @@ def test_docs_commands_parse_against_the_cli():
             command.make_context(ctx.info_name, rest, parent=ctx.parent)
         except Exception as exc:  # click's UsageError / BadParameter: the message says what no longer parses
             raise AssertionError(f"{page}: zhner {' '.join(args)}: {exc}") from None
+
+
+def test_swagger_ui_is_served_from_local_files():
+    """`zhner serve`'s /docs works on a host with no internet: the page names no external URL, and the script, style
+    sheet and icon it loads are answered by the service itself (fastapi-swagger's copy of Swagger UI)."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("fastapi_swagger")
+    from fastapi.testclient import TestClient
+
+    from zhner.serve.app import create_app
+
+    client = TestClient(create_app(_pages_module()._SpecOnlyTagger()))
+    page = client.get("/docs")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert not re.search(r"https?://|//cdn", page.text), "the Swagger page loads something from another host"
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert {a.rsplit("/", 1)[-1] for a in assets} == {"swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png"}
+    served = {a: client.get(a) for a in assets}
+    assert all(r.status_code == 200 for r in served.values()), {a: r.status_code for a, r in served.items()}
+    js = next(r for a, r in served.items() if a.endswith(".js"))
+    css = next(r for a, r in served.items() if a.endswith(".css"))
+    assert "javascript" in js.headers["content-type"] and "SwaggerUIBundle" in js.text
+    assert "text/css" in css.headers["content-type"] and ".swagger-ui" in css.text
+    assert "'/openapi.json'" in page.text and client.get("/openapi.json").json()["openapi"].startswith("3.")
+    assert client.get("/docs/no-such-file.js").status_code == 404
+    assert client.get("/redoc").status_code == 404  # FastAPI's ReDoc page loads its script from a CDN: turned off
