@@ -887,10 +887,11 @@ def demo(
     output: Path = typer.Option(Path("runs/demo"), "-o", "--output"),
     minutes: float = typer.Option(3.0, help="training budget"),
 ) -> None:
-    """The main job on embedded defaults: train a small TENER on Resume NER, evaluate it, tag a few sentences."""
+    """The main job on what the package carries: train a small TENER on `mini` (the corpus inside the package),
+    evaluate it, tag a few sentences, then the same with the shipped model."""
     from zhner.demo import run_demo
 
-    _set_threads(1)  # tener_resume's train.threads
+    _set_threads(1)  # tener_mini's train.threads
     run_demo(output, minutes)
 
 
@@ -909,7 +910,7 @@ def data_list() -> None:
         try:
             where = str(find_file(name, "train").parent)
         except ZhnerError:
-            where = "not found (zhner data fetch " + name + ")"
+            where = "not found" if info.carried else f"not found (zhner data fetch {name})"
         rows.append((name, f"{info.task}/{info.unit}/{info.language}", where, info.description))
     name_width = max(len("name"), *(len(r[0]) for r in rows))
     kind_width = max(len("task/unit/language"), *(len(r[1]) for r in rows))
