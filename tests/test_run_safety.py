@@ -57,7 +57,7 @@ class Payload:
 
 
 # -- 1. no unpickling ------------------------------------------------------------------------------------------------
-def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path, shared_data):
+def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path):
     probe = tmp_path / "probe.pt"
     torch.save({"state": Payload(tmp_path / "ran-in-probe")}, probe)
     torch.load(probe, weights_only=False)  # the payload is live: an unpickling loader runs it
@@ -84,7 +84,7 @@ def test_no_loader_in_the_package_unpickles():
 
 
 # -- 2. temporary files created exclusively ----------------------------------------------------------------------------
-def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, shared_data):
+def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path):
     run = tmp_path / "run"
     metrics = train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     assert metrics["status"] == "time_budget" and (run / "checkpoint.pt").exists()  # a run to resume
@@ -306,7 +306,7 @@ def test_a_second_training_into_a_held_run_fails_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("cut", ["mid-line", "before-newline"])
-def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data, cut):
+def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, cut):
     run = tmp_path / "run"
     train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     text = (run / "log.jsonl").read_text()
