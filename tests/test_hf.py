@@ -6,21 +6,21 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from conftest import BERT_VOCAB
 from zhner.errors import ZhnerError
 from zhner.integrations.hf import HF_KEYS, pipeline, to_hf
 from zhner.tagger import default_model_dir
 
 TEXTS = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", ""]
-VOCAB = "bert_base_chinese_vocab/vocab.txt"
 
 
 @pytest.fixture(scope="module")
-def transformers_records(shared_data):
+def transformers_records():
     """What transformers' pipeline returns: a tiny random BERT tagger with the real Chinese vocabulary."""
     transformers = pytest.importorskip("transformers")
     import torch
 
-    tokenizer = transformers.BertTokenizer(vocab=str(shared_data / VOCAB))
+    tokenizer = transformers.BertTokenizer(vocab=str(BERT_VOCAB / "vocab.txt"))
     labels = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]
     config = transformers.BertConfig(
         vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
