@@ -13,7 +13,7 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -452,6 +452,10 @@ def predict(
         "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
     ),
+    onnx: Annotated[Optional[Path], typer.Option(
+        "--onnx", help="run this exported graph (zhner export MODEL -o FILE) instead of MODEL/model.onnx; implies "
+        "--runtime onnx (a shipped model carries no graph: export it to a file of yours)"
+    )] = None,
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -482,6 +486,7 @@ def predict(
         raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
     if runtime not in ("torch", "onnx"):
         raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
+    runtime = "onnx" if onnx is not None else runtime
     if engine == "ray":
         if runtime != "torch":
             raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
@@ -489,7 +494,7 @@ def predict(
                         nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
         return
     if runtime == "onnx":
-        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device)
+        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device, onnx)
     else:
         tagger = zhner.load(resolve_model_dir(model_dir))
         tagger.model.to(_device(device))
@@ -537,8 +542,9 @@ def _predict_on_ray(
     predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
 
 
-def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):
-    """The torch-free tagger of MODEL/model.onnx for `predict --runtime onnx`; options it cannot honour are errors."""
+def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, device: str, onnx: Path | None = None):
+    """The torch-free tagger of MODEL/model.onnx (or --onnx FILE) for `predict --runtime onnx`; options it cannot
+    honour are errors."""
     from zhner.runtime import RuntimeTagger
 
     refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
@@ -546,9 +552,9 @@ def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None,
     if refused:
         raise ZhnerError(f"{', '.join(refused)}: not with --runtime onnx (the exported graph runs on the CPU, its long-text "
                          "pieces fixed at export); use --runtime torch")
-    if model_dir is None:
+    if model_dir is None and onnx is None:
         raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
-    return RuntimeTagger.load(model_dir)
+    return RuntimeTagger.load(model_dir, onnx)  # the shipped resolver, without importing torch (None: the default)
 
 
 @app.command("export")

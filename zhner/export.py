@@ -38,6 +38,7 @@ from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.runtime.decoding import viterbi
 from zhner.runtime.tagger import ONNX_FILE, ONNX_MAX_CELLS, PIECE_CHARS_KEY, session
+from zhner.shipped import onnx_file, resolve_model
 from zhner.tagger import Tagger
 
 __all__ = ["ONNX_FILE", "ONNX_MAX_CELLS", "OnnxClassifier", "OnnxTagger", "export_onnx", "load_onnx", "viterbi"]
@@ -247,8 +248,8 @@ class OnnxTagger(Tagger):
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxTagger":
         """The model directory's featurizer and config with `onnx_path` (default DIRECTORY/model.onnx)."""
-        base = Tagger.load(directory)
-        path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
+        base = Tagger.load(resolve_model(directory))
+        path = onnx_file(base.directory, onnx_path)
         return cls(session(path, threads), base, path)
 
     def scores_by_default(self) -> bool:
@@ -322,8 +323,8 @@ class OnnxClassifier(Classifier):
 
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxClassifier":
-        base = Classifier.load(directory)
-        path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
+        base = Classifier.load(resolve_model(directory))
+        path = onnx_file(base.directory, onnx_path)
         return cls(session(path, threads), base, path)
 
     def _window_logits(self, ex) -> tuple[np.ndarray, np.ndarray]:
@@ -388,6 +389,8 @@ def same_predictions(a: list, b: list, tolerance: float = 1e-4) -> bool:
 
 
 def load_onnx(directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> Pipeline:
-    """The ONNX pipeline of a model directory: OnnxTagger or OnnxClassifier, as its task."""
+    """The ONNX pipeline of a model directory (or a shipped name, with `onnx_path`): OnnxTagger or OnnxClassifier, as
+    its task."""
+    directory = resolve_model(directory)
     kind = Pipeline.task_kind(directory)
     return (OnnxTagger if kind == "tagging" else OnnxClassifier).load(directory, onnx_path, threads)

@@ -11,14 +11,16 @@ import yaml
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
 from zhner.fileio import model_directory, parse_yaml, read_model_mapping, reading, require_mapping
+from zhner.shipped import resolve_model
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 
 
 def model_info(directory: str | Path) -> dict:
-    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
-    directory = model_directory(directory)
+    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory (or of
+    a shipped model, by name)."""
+    directory = model_directory(resolve_model(directory))
     config = read_model_mapping(directory / CONFIG, parse_yaml, (yaml.YAMLError,))
     vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
     has_metrics = (directory / METRICS).exists()

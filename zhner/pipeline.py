@@ -38,6 +38,7 @@ from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
 from zhner.nn.int8 import dequantize_state, quantize_state
 from zhner.pretrained.wheel_weights import REFERENCE, reference, referenced_tensors
+from zhner.shipped import resolve_model
 from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -244,8 +245,9 @@ class Pipeline:
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:
-        """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
-        directory = model_directory(directory)
+        """The task a model directory (or shipped model) was trained for ("tagging" or "classification"), from its
+        vocab.json."""
+        directory = model_directory(resolve_model(directory))
         try:
             return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -253,9 +255,9 @@ class Pipeline:
 
     @classmethod
     def load(cls, directory: str | Path) -> Any:
-        """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
-        right class)."""
-        directory = model_directory(directory)
+        """The pipeline saved in `directory`, or the shipped model of that name (zh-small, zh-accurate). A directory of
+        another task is an error naming it (zhner.load picks the right class)."""
+        directory = model_directory(resolve_model(directory))
         raw = read_yaml(directory / CONFIG)
         if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
             raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained

@@ -2,7 +2,7 @@
 
     import spacy
     nlp = spacy.blank("zh")                                   # the character segmenter; jieba and pkuseg work too
-    nlp.add_pipe("zhner", config={"model": "runs/flat_resume"})  # no "model": the shipped model
+    nlp.add_pipe("zhner", config={"model": "runs/flat_resume"})  # or "zh-accurate"; no "model": zh-small
     doc = nlp("张三毕业于北京大学。")
     [(e.text, e.label_, e._.zhner_score) for e in doc.ents]   # [("张三", "PER", 0.98), ("北京大学", "ORG", 1.0)]
 
@@ -122,8 +122,11 @@ class ZhnerEntities:
 
 
 def _model_dir(model: str | None) -> Path:
+    """The component's "model": a model directory or a shipped name (zh-small, zh-accurate); none: the default."""
     if model is not None:
-        return Path(model)
+        from zhner.shipped import resolve_model
+
+        return Path(resolve_model(model))
     from zhner.tagger import default_model_dir
 
     shipped = default_model_dir()

@@ -21,6 +21,7 @@ from zhner.errors import ZhnerError
 from zhner.fileio import model_directory, read_model_mapping
 from zhner.runtime.decoding import SentenceCRF, entity, viterbi
 from zhner.runtime.features import Features
+from zhner.shipped import onnx_file, resolve_model
 
 ONNX_FILE = "model.onnx"
 # FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): batches of at most this many sentences x length^2
@@ -69,9 +70,10 @@ class RuntimeTagger:
         self._piece_chars = piece_chars
 
     @classmethod
-    def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
-        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx)."""
-        directory = model_directory(directory)
+    def load(cls, directory: str | Path | None, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
+        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx); DIRECTORY may be
+        a shipped name (zh-small, zh-accurate; None: the default), whose graph the user exports to a file of their own."""
+        directory = model_directory(resolve_model(directory))
         vocab = read_model_mapping(directory / "vocab.json", json.loads, (ValueError,))
         try:
             task = vocab["task"]
@@ -82,7 +84,7 @@ class RuntimeTagger:
             features = Features.from_directory(vocab, directory)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / "vocab.json") from None
-        path = Path(onnx_path) if onnx_path is not None else directory / ONNX_FILE
+        path = onnx_file(directory, onnx_path)
         graph = session(path, threads)
         return cls(graph, features, runtime_task, _piece_chars(graph, path))
 
