@@ -55,7 +55,9 @@ def exported(tmp_path_factory) -> Path:
 
 # -- the entries: each takes (name, context) and returns the entities it found in TEXT, or what it reports -----------
 def _python_load(name, ctx):
-    return zhner.load(name).predict([TEXT], confidence=False)[0]
+    tagger = zhner.load(name)
+    assert tagger.directory == shipped_dir(name)
+    return tagger.predict([TEXT], confidence=False)[0]
 
 
 def _tagger_load(name, ctx):
