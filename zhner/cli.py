@@ -20,6 +20,7 @@ import typer
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:  # annotations only: the command imports what it needs when it runs, to start fast
+    from zhner.config import Config, DataConfig
     from zhner.data.corpus import Corpus
     from zhner.evaluate.metrics import NERScorer
     from zhner.tagger import Tagger
@@ -213,7 +214,7 @@ def _sentence_scorer(model_dir: Path, data: str, batch_size: int, device: str) -
     if tagger.task.kind != "tagging":
         raise ZhnerError("--on compares taggers sentence by sentence; compare classifiers over seeds", model_dir)
     tagger.model.to(_device(device))
-    corpus = _corpus_for(data, tagger.featurizer.unit)
+    corpus = _model_corpus(tagger.config, data, tagger.featurizer.unit)
     if corpus.scheme is None:
         raise ZhnerError("holds labelled sentences (classification), but the model is a tagger", corpus.path)
     corpus = _tagging_corpus(tagger, corpus)
@@ -327,13 +328,31 @@ def _corpus_for(data: str, unit: str = "char", default_split: str = "test"):
     return read_corpus(data, unit=unit)
 
 
-def _in_model_types(corpus, type_map: dict | None):
-    """A corpus in the source types a model was trained on (data.type_map, e.g. MSRA's NR/NS/NT), mapped to its types;
-    any other corpus as it is."""
-    from zhner.data.corpus import map_types
+def _model_corpus(config: Config, data: str, unit: str = "char", default_split: str = "test") -> Corpus:
+    """DATA (DATASET[:SPLIT] or a corpus file) in a model's entity types. A dataset the model was trained on
+    (data.dataset or a data.union entry) is read as its trainer read it: that entry's type map, the config's dataset
+    options; any other dataset or file goes through the first of those maps whose source types cover its own."""
+    from zhner.data.catalogue import SPLITS
+    from zhner.train.trainer import data_sources, read_source
 
-    if type_map and corpus.types() and corpus.types() <= set(type_map):
-        return map_types(corpus, type_map)
+    name, _, split = data.partition(":")
+    source = next((s for s in data_sources(config.data) if s.dataset == name), None)
+    if source is None or Path(data).is_file():
+        return _in_model_types(_corpus_for(data, unit, default_split), config.data)
+    if split and split not in SPLITS:
+        raise ZhnerError(f"unknown split {split!r}; expected one of {', '.join(f'{name}:{s}' for s in SPLITS)}", data)
+    return read_source(config.data, source)[split or default_split]
+
+
+def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
+    """A corpus in the source types of one of a model's corpora (data.type_map, e.g. MSRA's NR/NS/NT, or a data.union
+    entry's, e.g. Weibo's PER.NAM), mapped by the first map that covers its types; any other corpus as it is."""
+    from zhner.data.corpus import map_types
+    from zhner.train.trainer import data_sources
+
+    for source in data_sources(data):
+        if source.type_map and corpus.types() and corpus.types() <= set(source.type_map):
+            return map_types(corpus, source.type_map, source.field)
     return corpus
 
 
@@ -355,7 +374,9 @@ def evaluate(
                                         "--int8 included) instead of its PyTorch weights; CPU"),
 ) -> None:
     """Score a trained model on labelled data (percent): for a tagger the table `zhner score` prints (strict and lenient
-    entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON."""
+    entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON.
+    A dataset the model was trained on (data.dataset or data.union) is read in the model's types as its trainer read
+    it, so a shipped model's per-corpus test F1 is `zhner evaluate zh-accurate weibo`."""
     import zhner
 
     torch_device = _device(device)
@@ -368,7 +389,7 @@ def evaluate(
     else:
         tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
-    corpus = _corpus_for(data, tagger.featurizer.unit)
+    corpus = _model_corpus(tagger.config, data, tagger.featurizer.unit)
     if (corpus.scheme is None) != (tagger.task.kind == "classification"):
         what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
         raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
@@ -386,7 +407,7 @@ def evaluate(
     corpus = _tagging_corpus(tagger, corpus)
     seen = None
     if seen_in is not None:
-        seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), tagger.config.data.type_map)
+        seen = _model_corpus(tagger.config, seen_in, tagger.featurizer.unit, default_split="train")
     _print_scores(tagger.evaluate(corpus, batch_size, seen_in=seen), as_json)
 
 
@@ -402,10 +423,9 @@ def _print_scores(result: dict, as_json: bool) -> None:
 
 
 def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
-    """A labelled corpus in a tagger's entity types, warned about when it has types the model cannot predict."""
+    """A labelled corpus read by _model_corpus, warned about when it has types the model cannot predict."""
     from zhner.data.schemes import split_tag
 
-    corpus = _in_model_types(corpus, tagger.config.data.type_map)
     labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
     unknown = corpus.types() - labels
     if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed

@@ -31,7 +31,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from zhner.config import Config, TrainConfig, config_from_dict, dump_config
+from zhner.config import Config, DataConfig, TrainConfig, config_from_dict, dump_config
 from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
 from zhner.data.catalogue import DATASETS
@@ -294,21 +294,41 @@ def _labels(task: Task) -> str:
     return f"{len(task.labels)} labels ({', '.join(task.labels)}), selected on {task.metric}"
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """One corpus a config trains on: data.dataset or a data.union entry, with the type map of that entry."""
+
+    dataset: str
+    type_map: dict[str, str | None] | None
+    field: str  # the config field of the map, named by its errors
+
+
+def data_sources(data: DataConfig) -> list[DataSource]:
+    """data.dataset, then each data.union entry, in the config's order."""
+    sources = [DataSource(str(data.dataset), data.type_map, "data.type_map")]
+    return sources + [DataSource(str(p.dataset), p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
+
+
+def read_source(data: DataConfig, source: DataSource) -> dict[str, Corpus]:
+    """A corpus's train/dev/test as the trainer reads them (data_dir, msra_dev, unit), in the model's types (the source's
+    map applied; untruncated): `zhner evaluate` reads a dataset the model was trained on this way too."""
+    unit = data.unit or dataset_unit(source.dataset)
+    splits = load_dataset(source.dataset, data.data_dir, msra_dev=data.msra_dev, unit=unit)
+    if source.type_map:
+        splits = {name: map_types(corpus, source.type_map, source.field) for name, corpus in splits.items()}
+    return splits
+
+
 def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, Corpus]]]:
     """The train/dev/test corpora of a config, types mapped and truncated as it says. With `data.union`, each split is
     the union of the corpora's, in the main dataset's scheme; the second value then holds each corpus's own splits
     (name -> splits), for per-corpus test scores; it is empty otherwise."""
     data = config.data
-    sources = [(data.dataset, data.type_map, "data.type_map")]
-    sources += [(p.dataset, p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
     parts: dict[str, dict[str, Corpus]] = {}
-    for dataset, type_map, field in sources:
-        splits = load_dataset(dataset, data.data_dir, msra_dev=data.msra_dev, unit=data.unit or dataset_unit(dataset))
-        if type_map:
-            splits = {name: map_types(corpus, type_map, field) for name, corpus in splits.items()}
-        if str(dataset) in parts:
-            raise ZhnerError(f"data.union: {dataset!r} is named twice", "config")
-        parts[str(dataset)] = _truncate(splits, config)
+    for source in data_sources(data):
+        if source.dataset in parts:
+            raise ZhnerError(f"data.union: {source.dataset!r} is named twice", "config")
+        parts[source.dataset] = _truncate(read_source(data, source), config)
     if len(parts) == 1:
         return next(iter(parts.values())), {}
     main = parts[str(data.dataset)]["train"]
