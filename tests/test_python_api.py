@@ -113,7 +113,7 @@ def test_repr_says_what_model_it_is(shipped):
     assert str(default_model_dir()) in text
 
 
-def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_path, caplog, capsys, shared_data):
+def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_path, caplog, capsys):
     """A library call of the trainer prints nothing on stdout (it logs to `zhner.train`) and does not change torch's
     global thread count (train.threads is the CLI's to apply)."""
     import logging
@@ -135,7 +135,7 @@ def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_pat
     assert any(m.startswith("model tener: ") for m in messages) and any(m.startswith("epoch 1/1 ") for m in messages)
 
 
-def test_the_cli_prints_the_trainers_log_on_stderr(tmp_path, shared_data):
+def test_the_cli_prints_the_trainers_log_on_stderr(tmp_path):
     from conftest import TINY_TENER
     from test_cli import zhner as run_cli
 
