@@ -49,6 +49,7 @@ PLAIN_WORDS = [
     ("new default", "release-style CRF"),
     (", the default since)", ")"),
     ("the issue's seed-7 probe", "a seed-7 probe"),
+    ("the default rows ran at 01d59da", "the constrained-CRF and release-style-CRF rows ran at 01d59da"),
     ("the session's training and parse", "the machine's other training and parse"),
     ("the two trainings of the session", "the machine's two other trainings"),
 ]
@@ -58,6 +59,19 @@ def _plain(text: str) -> str:
     for old, new in PLAIN_WORDS:
         text = text.replace(old, new)
     return text
+
+
+def _dash_empty(markdown: str, note: str) -> str:
+    """Every empty cell of the Markdown tables in `markdown` as "—", and `note` (what "—" means there) after the part
+    when there was one."""
+    lines, filled = [], False
+    for line in markdown.split("\n"):
+        if line.startswith("|") and not re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", line.strip()):
+            new = re.sub(r"(?<=\|)\s*(?=\|)", " — ", line)
+            filled |= new != line
+            line = new
+        lines.append(line)
+    return "\n".join(lines) + (f"\n\n{note}" if filled else "")
 
 
 def _source(*files: str) -> str:
@@ -73,33 +87,38 @@ DATASET_NAMES = {"msra": "MSRA", "resume": "Resume", "weibo": "Weibo (all mentio
                  "cola": "CoLA (English; test = GLUE dev)"}
 DATASET_ORDER = list(DATASET_NAMES)
 # the encoders a results file's model reads, named in its table row (the variant says which, see _encoder)
-LAC = "LAC char vectors"
+LAC = "LAC vectors"
 ENCODER_NOTE = (
     f"*Encoder*: **{LAC}**: characters as Baidu LAC's 128-d vectors, bigrams (and a lattice model's jieba words) as the "
     "mean of their characters' vectors, all trained on ([Resources](resources.md)); **+ LAC states** / **+ LAC scores**: "
     "the same, plus LAC's frozen BiGRU states or tag scores per character (`model.char_features`); **e5-small**: "
     "multilingual-E5-small, fine-tuned unless the variant says frozen ([Pretrained encoders](pretrained.md)); "
     "**MiniLM-L6**: the English all-MiniLM-L6-v2.")
-# what each word of a results file's variant (`--variant`, the file name's tail) changed
+# what each word of a results file's variant (`--variant`, the file name's tail) changed: (label, what it means)
 VARIANT_WORDS = {
-    "no_ssa": "−SSA (`model.selective=false`)",
-    "fast": "`--recipe fast`",
-    "gpu": "on a GPU",
-    "5k": "5,000 train sentences, 2 epochs",
-    "sla": "+ SLA",
-    "wla": "+ WLA",
-    "lr1e4": "encoder lr 1e-4, 4 epochs",
-    "cpu": "on the CPU",
-    "frozen": "encoder frozen (`--recipe frozen`)",
-    "k6": "first 6 encoder layers frozen",
-    "llrd09": "layer-wise lr decay 0.9",
-    "marked": "word-start pieces (`model.e5_piece=marked`)",
-    "1epoch": "1 epoch",
-    "full_train": "all of train, 1 epoch",
+    "no_ssa": ("−SSA", "selective attention off, `model.selective=false`"),
+    "fast": ("fast", "`--recipe fast`, the config's short recipe"),
+    "gpu": ("GPU", "the config, trained on a GPU"),
+    "5k": ("5k, 2 ep.", "the first 5,000 train sentences, 2 epochs"),
+    "sla": ("+SLA", "syntax-aware local attention, `model.local_attention=syntax`"),
+    "wla": ("+WLA", "window local attention, `model.local_attention=window`"),
+    "lr1e4": ("lr 1e-4", "encoder learning rate 1e-4, 4 epochs"),
+    "cpu": ("CPU", "the config, trained on the CPU"),
+    "frozen": ("frozen", "the encoder frozen and memoised, `--recipe frozen`"),
+    "k6": ("6 frozen", "the encoder's first 6 layers frozen, `model.bert_frozen_layers=6`"),
+    "llrd09": ("LLRD 0.9", "layer-wise decay of the encoder's rate, `train.bert_layer_decay=0.9`"),
+    "marked": ("marked", "word-start pieces, `model.e5_piece=marked`"),
+    "1epoch": ("1 ep.", "1 epoch"),
+    "full_train": ("full train", "all of train for 1 epoch (the plain rows: its first 20,000 sentences)"),
 }
 NO_VARIANT = "—"
-VARIANT_NOTE = (f"*Variant*: what the row changed from the config; {NO_VARIANT} is the config as shipped (its "
-                "schedule may still be shortened: see each file's `command`).")
+
+
+def _variant_note(used: set[str]) -> str:
+    """The legend of the variants `used` in a table, in VARIANT_WORDS' order."""
+    items = [f"**{label}**: {what}" for word, (label, what) in VARIANT_WORDS.items() if word in used]
+    return (f"*Variant*: what the run changed from the config; **{NO_VARIANT}**: the config as shipped (its schedule "
+            "may still be shortened: see each file's `command`)" + "".join("; " + i for i in items) + ".")
 
 
 def _variant_words(variant: str | None) -> list[str]:
@@ -129,8 +148,13 @@ def _encoder(model: str, words: list[str]) -> str:
 def _label(r: dict) -> tuple[str, str, str]:
     """(model, encoder, variant) of a results file: e5 rows never share a label with the plain ones."""
     words = _variant_words(r.get("variant"))
-    variant = ", ".join(VARIANT_WORDS.get(w, f"`{w}`") for w in words if w not in ("e5", "lac", "lac_scores"))
+    variant = ", ".join(VARIANT_WORDS[w][0] if w in VARIANT_WORDS else f"`{w}`" for w in words
+                        if w not in ("e5", "lac", "lac_scores"))
     return MODEL_NAMES.get(r["model"], r["model"]), _encoder(r["model"], words), variant or NO_VARIANT
+
+
+def _variants_used(files: list[dict]) -> set[str]:
+    return {w for r in files for w in _variant_words(r.get("variant"))}
 
 
 def _device(r: dict) -> str:
@@ -139,10 +163,10 @@ def _device(r: dict) -> str:
 
 
 def _epochs(r: dict) -> str:
-    """Each seed's best epoch, then the epochs run: `48, 49, 28 / 50` (or `5 / 6, 9 / 10` when the runs differ)."""
-    if len(set(r["epochs"])) == 1:
-        return ", ".join(str(b) for b in r["best_epoch"]) + f" / {r['epochs'][0]}"
-    return ", ".join(f"{b} / {e}" for b, e in zip(r["best_epoch"], r["epochs"]))
+    """The seeds' best epochs, then the epochs run: `28–49 / 50` (the range over seeds; each seed's is in the file)."""
+    best, run = r["best_epoch"], r["epochs"]
+    span = (lambda v: f"{min(v)}–{max(v)}" if min(v) != max(v) else f"{v[0]}")
+    return f"{span(best)} / {span(run)}"
 
 
 def _mean(r: dict, key: str, part: str = "test") -> str:
@@ -176,12 +200,12 @@ def results_table() -> str:
     parts = []
     for dataset in dict.fromkeys(r["dataset"] for r in files):
         lines = [_dataset_heading(dataset), "",
-                 "| model | encoder | variant | test F1 | lenient F1 | P | R | dev F1 | seeds | best epoch / run |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+                 "| model | encoder | variant | test F1 | lenient | P / R | dev F1 | seeds | best epoch / run |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in files if r["dataset"] == dataset):
             t = r["test"]
-            lines.append(f"| {' | '.join(_label(r))} | **{_mean(r, 'f1_strict')}** | {t['f1_lenient']} | {t['p']} | "
-                         f"{t['r']} | {r['dev']['f1_strict']} | {len(r['seeds'])} | {_epochs(r)} |")
+            lines.append(f"| {' | '.join(_label(r))} | **{_mean(r, 'f1_strict')}** | {t['f1_lenient']} | "
+                         f"{t['p']} / {t['r']} | {r['dev']['f1_strict']} | {len(r['seeds'])} | {_epochs(r)} |")
         parts.append("\n".join(lines))
     more = ["### Span F, type accuracy and training speed", "",
             "| dataset | model | encoder | variant | Span F | Type Acc | train sent/s | device |",
@@ -193,9 +217,10 @@ def results_table() -> str:
                     f"{_device(r)} |")
     notes = [
         "*Test F1*: strict span F1 on test at the best dev epoch, mean ± sample std over the seeds when there are "
-        "several; *lenient F1* reads malformed tag sequences as conlleval does ([Metrics](metrics.md)). *Best epoch / "
-        "run*: each seed's best dev epoch, then the epochs it ran.",
-        ENCODER_NOTE, VARIANT_NOTE,
+        "several; *lenient*: the F1 of conlleval's reading of malformed tag sequences ([Metrics](metrics.md)); *P / R*: "
+        "strict precision and recall. *Best epoch / run*: the seeds' best dev epochs (their range), then the epochs "
+        "they ran.",
+        ENCODER_NOTE, _variant_note(_variants_used(files)),
         "*Span F*: F1 of the spans alone, types ignored; *Type Acc*: the share of correctly delimited spans that get "
         f"the right type. *Train sent/s*: the median epoch speed of the run itself, on whatever else shared the "
         f"machine ({NO_VARIANT} where the file records none: runs resumed from recorded seeds); for comparable speeds "
@@ -210,14 +235,14 @@ def classification_table() -> str:
     parts = []
     for dataset in dict.fromkeys(r["dataset"] for r in files):
         lines = [_dataset_heading(dataset), "",
-                 "| model | encoder | variant | test accuracy | test MCC | test macro-F1 | dev accuracy | dev MCC | seeds | "
-                 "device |", "|---|---|---|---|---|---|---|---|---|---|"]
+                 "| model | encoder | variant | test accuracy | test MCC | test macro-F1 | dev accuracy / MCC | seeds | "
+                 "device |", "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in files if r["dataset"] == dataset):
             lines.append(f"| {' | '.join(_label(r))} | {_mean(r, 'accuracy')} | {_mean(r, 'mcc')} | "
-                         f"{_mean(r, 'macro_f1')} | {r['dev']['accuracy']} | {r['dev']['mcc']} | {len(r['seeds'])} | "
+                         f"{_mean(r, 'macro_f1')} | {r['dev']['accuracy']} / {r['dev']['mcc']} | {len(r['seeds'])} | "
                          f"{_device(r)} |")
         parts.append("\n".join(lines))
-    return ("\n\n".join(parts) + "\n\n" + ENCODER_NOTE + " " + VARIANT_NOTE
+    return ("\n\n".join(parts) + "\n\n" + ENCODER_NOTE + " " + _variant_note(_variants_used(files))
             + _source("<model>_<dataset>[_<variant>].json"))
 
 
@@ -227,31 +252,33 @@ SPEED_MISSING = ("the results file records no time or conditions; these two rows
 
 def speed_table() -> str:
     """`zhner bench` results: one row per file, labelled by model and encoder; the time and conditions of each
-    measurement as numbered notes below the table (identical ones share a number)."""
-    rows, notes = [], {}
+    measurement as numbered notes below the table (identical ones share a number, numbered in table order)."""
+    rows = []
     for path in sorted(RESULTS.glob("bench_*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
         if "train_sentences_per_s" not in r:  # another benchmark's file under the same prefix (bench_flat_attention)
             continue
-        stem = path.stem.removeprefix("bench_")
-        words = stem.split("_")
+        words = path.stem.removeprefix("bench_").split("_")
         encoder = _encoder(r["model"], words)
         if "cells1m" in words:
             encoder += ", `train.max_batch_cells=1000000`"
         when = _plain(f"{r['measured']}: {r['conditions']}") if r.get("measured") else SPEED_MISSING
-        note = notes.setdefault(when, len(notes) + 1)
-        rows.append((DATASET_ORDER.index(r["dataset"]) if r["dataset"] in DATASET_ORDER else 99, "e5" in words,
-                     MODEL_ORDER.index(r["model"]) if r["model"] in MODEL_ORDER else 99,
-                     f"| {MODEL_NAMES.get(r['model'], r['model'])} | {encoder} | {r['dataset']} | "
-                     f"{r['train_sentences_per_s']} | {r['infer_sentences_per_s_b1']} | {r['infer_sentences_per_s_b16']} | "
-                     f"{r['peak_rss_mb']:,.0f} | [{note}](#speed-note-{note}) |"))
+        key = (DATASET_ORDER.index(r["dataset"]) if r["dataset"] in DATASET_ORDER else 99, "e5" in words,
+               MODEL_ORDER.index(r["model"]) if r["model"] in MODEL_ORDER else 99, encoder)
+        cells = (f"| {MODEL_NAMES.get(r['model'], r['model'])} | {encoder} | {r['dataset']} | "
+                 f"{r['train_sentences_per_s']} | {r['infer_sentences_per_s_b1']} | {r['infer_sentences_per_s_b16']} | "
+                 f"{r['peak_rss_mb']:,.0f} |")
+        rows.append((key, cells, when))
+    notes: dict[str, int] = {}
     lines = ["| model | encoder | dataset | train sent/s | tag sent/s, batch 1 | tag sent/s, batch 16 | peak RSS, MB | "
              "when |", "|---|---|---|---|---|---|---|---|"]
-    lines += [row for *_, row in sorted(rows)]
+    for _, cells, when in sorted(rows):
+        note = notes.setdefault(when, len(notes) + 1)
+        lines.append(f"{cells} [{note}](#speed-note-{note}) |")
     legend = [f'{n}. <span id="speed-note-{n}"></span>{when}' for when, n in notes.items()]
     return ("\n".join(lines) + "\n\n" + ENCODER_NOTE + " Sentences per second on one thread; *when*: the "
             "measurement's time and what else ran:\n\n" + "\n".join(legend)
-            + _source("bench_<config>.json (`zhner bench CONFIG --json`)"))
+            + _source("bench_<config>.json") + "\n<small>Written by `zhner bench CONFIG --json`.</small>")
 
 
 def length_sweep() -> str:
@@ -264,7 +291,9 @@ def e5_pairs() -> str:
 
 
 def e5_frozen() -> str:
-    return _benchmark("e5_frozen").table(_result("e5", "frozen")) + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
+    table = _dash_empty(_benchmark("e5_frozen").table(_result("e5", "frozen")),
+                        "— : the fine-tuned row, which the frozen rows below it are compared with.")
+    return table + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
 
 
 def frozen_layers_speed() -> str:
@@ -354,11 +383,59 @@ def _field_comments(cls: type) -> dict[str, tuple[str, str]]:
     return out
 
 
+# What a field without a comment in the code does (a comment there wins): short, and true for every model that has it
+FIELD_NOTES = {
+    "max_eval_sentences": "a prefix of dev and of test, for demos and tests",
+    "bigrams": "read character bigrams as a second input (a bigram table)",
+    "word_vectors": "as bigram_vectors, for the lexicon's word table",
+    "optimizer": "SGD with momentum, or AdamW",
+    "lr": "the learning rate after the warmup",
+    "momentum": "SGD's momentum",
+    "weight_decay": "the optimiser's weight decay (torch's SGD: L2 in the gradient; AdamW: decoupled)",
+    "batch_size": "sentences per training batch (the global batch under torchrun)",
+    "eval_batch_size": "sentences per batch when scoring dev and test",
+    "epochs": "passes over train",
+    "decay": "the inverse schedule's decay",
+    "clip_value": "clip each gradient element to ± this (null: no clipping by value)",
+    "clip_norm": "clip the gradients' global L2 norm to this (null: no clipping by norm)",
+    "seed": "seeds the model's initialisation, the batch order and dropout",
+    "threads": "torch threads the CLI sets for the run",
+    "labels": "tags (or class labels) in output order",
+    "vocab_sizes": "the size of each vocabulary the model embeds",
+    "head": "a CRF over the tags, or a softmax per token",
+    "crf_init": "the CRF's transition scores start at zero or normally distributed",
+    "embed_dropout": "on the character input",
+    "bert_config": "filled from `bert` when training starts",
+    "bert_prune": "keep only the encoder's pieces the data can meet (a smaller embedding table)",
+    "bert_trainable": "fine-tune the encoder, or keep it frozen",
+    "bert_shape": "replaces fields of the encoder's config when `bert_weights` is false",
+    "local_attention": "none, WLA (window) or SLA (syntax)",
+    "parser": "SLA's dependency parser: spacy, udchinese or conllu:PATH (null: spacy for words, udchinese for characters)",
+    "name": "the model",
+    "dropout": "between the LSTM layers and before the output layer",
+    "heads": "attention heads",
+    "head_dim": "width of each head (the model's width is heads x head_dim)",
+    "layers": "encoder layers",
+    "ff_ratio": "the feed-forward layer's width, as a multiple of the model's",
+    "scaled": "scale attention scores by 1/sqrt(head_dim)",
+    "project_k": "project the keys (false: K is the layer input)",
+    "out_proj": "an output projection after attention",
+    "position_fusion": "how the four span distances are fused: ff_two (head-head, tail-tail), ff_four (Eq. 8), head",
+    "preset": "compat: the release's code (no real residual, unscaled attention, K unprojected, no output projection, "
+              "its CRF decoded without constraints); fields set explicitly keep their value",
+    "english_bert_config": "filled from `english_bert` when training starts",
+    "english_shape": "replaces fields of the English encoder's config when `english_weights` is false",
+    "crf_constraints": "train the CRF with the transitions the tag scheme does not allow forbidden",
+    "constrained_decoding": "decode with those transitions forbidden (null: as crf_constraints)",
+}
+
+
 def _default(value) -> str:
+    """A default as YAML would read it, in plain text (a code span would break inside the word in a narrow column)."""
     if value is None or isinstance(value, (bool, int, float, str, list, dict)):
         text = json.dumps(value, ensure_ascii=False)
-        return f"`{text}`" if len(text) < 40 else "see the code"
-    return f"`{value}`"
+        return text if len(text) < 40 else "see the code"
+    return f"{value}"
 
 
 def _fields_table(cls: type, concrete: type | None = None) -> str:
@@ -368,6 +445,7 @@ def _fields_table(cls: type, concrete: type | None = None) -> str:
     for name, (kind, comment) in _field_comments(cls).items():
         info = fields[name]
         default = "required" if info.is_required() else _default(info.get_default(call_default_factory=True))
+        comment = comment or FIELD_NOTES.get(name, "")
         kind, comment = kind.replace("|", "/"), comment.replace("|", "/")
         lines.append(f"| `{name}` | {kind} | {default} | {comment or NO_VARIANT} |")
     return "\n".join(lines)
@@ -452,7 +530,10 @@ def part(name: str) -> str:
         return PARTS[name]()
     kind, _, file = name.partition(":")
     if kind == "findings":
-        return _plain(_benchmark("findings").table(_result("findings", file))) + _source(f"findings_{file}.json")
+        table = _dash_empty(_plain(_benchmark("findings").table(_result("findings", file))),
+                            "— in *vs base* and *p*: the base row the others are paired with; in *p* alone: one seed, "
+                            "no t-test.")
+        return table + _source(f"findings_{file}.json")
     if kind == "ablation":
         path = RESULTS / f"ablation_{file}.json"
         _result("ablation", file)  # a clear error when it is missing
