@@ -133,6 +133,24 @@ def test_hand_written_tables_have_no_empty_cells(page):
             assert all(row), f"{page.name}: an empty cell in {row}"
 
 
+@pytest.mark.parametrize("page", DOCS_PAGES, ids=lambda p: p.relative_to(REPO / "docs").as_posix())
+def test_markdown_renders_as_written(page):
+    """What Python-Markdown reads otherwise than GitHub does: a list right after a paragraph line is part of the
+    paragraph, and a table or fenced block indented into a list item is not one (found by looking at the site)."""
+    fence = False
+    lines = page.read_text(encoding="utf-8").split("\n")
+    for number, (before, line) in enumerate(zip([""] + lines, lines), start=1):
+        if line.startswith("```"):
+            fence = not fence
+        if fence:
+            continue
+        where = f"{page.name}:{number}"
+        starts_list = re.match(r"^(?:- |\d+\. )", line)
+        after_text = before.strip() and not re.match(r"^(?:\s|- |\d+\. |#|```)", before)
+        assert not (starts_list and after_text), f"{where}: a list needs a blank line before it"
+        assert not re.match(r"^ +(?:\||```)", line), f"{where}: an indented table or fence does not render in a list"
+
+
 def test_generated_tables_state_findings_not_history():
     pages = _pages_module()
     for name in ("results", "classification", "speed", "findings:flat_resume", "findings:flat_weibo",
