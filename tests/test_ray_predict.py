@@ -27,7 +27,7 @@ BAD_LINES = {  # line number in the input -> what is wrong with it
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray_model")
     train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
     return out
@@ -42,10 +42,10 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory, shared_data):
-    """1,000 JSONL records (Resume's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
+def inputs(tmp_path_factory):
+    """1,000 JSONL records (mini's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
     inside a text, a blank line) with three bad lines; and the same file without the bad lines."""
-    sentences = [s.text for split in ("train", "dev") for s in load_dataset("resume")[split].sentences][:1000]
+    sentences = [s.text for split in ("train", "dev") for s in load_dataset("mini")[split].sentences][:1000]
     lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() for i, t in enumerate(sentences)]
     lines[20] = json.dumps({"id": "long", "text": "".join(sentences[:150])}, ensure_ascii=False).encode()  # ~4,000 chars
     lines[30] = json.dumps({"id": "sep", "text": "张三\u2028在北京"}, ensure_ascii=False).encode()

@@ -21,7 +21,7 @@ from zhner.train.trainer import train
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("workers_model")
     train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
     return out

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from conftest import REPO, declared_entry_points
+from conftest import MINI, REPO, declared_entry_points
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger, default_model_dir
 
@@ -132,7 +132,7 @@ def test_bad_settings_name_the_field(model):
     assert make_zhner.__name__ == "make_zhner" and ZhnerEntities  # the factory is what the entry point names
 
 
-def test_onnx_runtime_component(tmp_path, shared_data):
+def test_onnx_runtime_component(tmp_path):
     pytest.importorskip("onnxscript")
     from zhner.cli import resolve_config
     from zhner.config import load_config
@@ -140,7 +140,7 @@ def test_onnx_runtime_component(tmp_path, shared_data):
     from zhner.train.trainer import train
 
     out = tmp_path / "model"
-    overrides = ["model.heads=2", "model.head_dim=8", "model.layers=1", "data.max_train_sentences=100",
+    overrides = [*MINI, "model.heads=2", "model.head_dim=8", "model.layers=1", "data.max_train_sentences=100",
                  "data.max_eval_sentences=8", "train.epochs=2", "train.optimizer=adamw", "train.lr=0.005"]
     train(load_config(resolve_config("tener_resume"), overrides), out, log=lambda _: None)
     tagger = Tagger.load(out)
