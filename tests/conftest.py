@@ -79,16 +79,17 @@ TINY_TENER = [
 
 # -- a tiny SentencePiece BERT (tests/test_e5.py, tests/test_frozen.py) ----------------------------------------------
 @pytest.fixture(scope="session")
-def tiny_sp_bert(tmp_path_factory, shared_data):
+def tiny_sp_bert(tmp_path_factory):
     """A random 2-layer BERT over a SentencePiece-style vocabulary (bare and marked pieces, scores in sentencepiece.json)
-    made of Resume's characters: what e5-small's directory looks like, 1000 times smaller."""
+    made of the characters of `mini` (the carried corpus): what e5-small's directory looks like, 1000 times smaller."""
     from safetensors.torch import save_file
 
+    from zhner.data.registry import find_file
     from zhner.data.sentencepiece import MARK
     from zhner.nn.bert import BertModel
 
     directory = tmp_path_factory.mktemp("tiny_sp_bert")
-    chars = sorted({c for line in (shared_data / "resume_ner" / "train.char.bmes").read_text(encoding="utf-8").splitlines()[:3000]
+    chars = sorted({c for line in find_file("mini", "train").read_text(encoding="utf-8").splitlines()[:3000]
                     for c in line.split(" ")[:1] if c.strip()})
     pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]"] + [c for c in chars[::2]] + [MARK + c for c in chars[1::3]] + ["▁extra"]
     torch.manual_seed(0)
