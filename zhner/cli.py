@@ -36,6 +36,10 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
 MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
+NO_TORCH = (
+    "PyTorch is not installed: pip install torch (the CPU build: --index-url https://download.pytorch.org/whl/cpu), or "
+    "tag without it with a model exported to ONNX: zhner predict --runtime onnx -m MODEL"
+)
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -1124,6 +1128,11 @@ def main() -> None:
         sys.exit(0)
     except OSError as exc:  # every OS error the library did not name itself: one line, once, here
         _echo_err(f"error: {_os_error_message(exc)}")
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        _echo_err(f"error: {NO_TORCH}")  # a torch-free install: one line, not the traceback of an import deep inside
         sys.exit(2)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
         if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message
