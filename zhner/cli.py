@@ -472,6 +472,10 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
+        "(default: $RAY_ADDRESS; neither: a local Ray instance of --workers + 1 CPUs)"
+    ),
     runtime: str = typer.Option(
         "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
@@ -511,11 +515,14 @@ def predict(
     if runtime not in ("torch", "onnx"):
         raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
     runtime = "onnx" if onnx is not None else runtime
+    if ray_address is not None and engine != "ray":
+        raise ZhnerError("--ray-address is for --engine ray")
     if engine == "ray":
         if runtime != "torch":
             raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
         _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
-                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device,
+                        address=ray_address)
         return
     if runtime == "onnx":
         tagger = _runtime_tagger(model_dir, nbest, memory_mb, device, onnx)
@@ -561,9 +568,13 @@ def _predict_on_ray(
     if jsonl_input is None and source != "-":  # --input-format auto, decided as a local predict decides it
         jsonl_input = _first_line_is_json(source)
     _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
+    from zhner.shipped import DEFAULT_NAME, SHIPPED
+
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
-    predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
+    # a shipped model by its name: each worker finds it in its own zhner installation, wherever that is installed
+    name = DEFAULT_NAME if model_dir is None else model_dir if model_dir in SHIPPED else None
+    predict_file(source, output, name or path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
 
 
 def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, device: str, onnx: Path | None = None):
