@@ -472,10 +472,10 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
-    ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
+    ray_address: Annotated[Optional[str], typer.Option(
+        "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
         "(default: $RAY_ADDRESS; neither: a local Ray instance of --workers + 1 CPUs)"
-    ),
+    )] = None,
     runtime: str = typer.Option(
         "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
@@ -671,7 +671,7 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
         from zhner.shipped import resolve_model
 
         return Path(resolve_model(str(model_dir)))
-    from zhner.tagger import default_model_dir
+    from zhner.shipped import default_model_dir  # not through zhner.tagger: that imports torch
 
     shipped = default_model_dir()
     if shipped is None:
@@ -723,12 +723,13 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    _device(device)  # a bad --device fails here, once, rather than in every worker
+    if device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
+        _device(device)  # a bad --device fails here, once, rather than in every worker
     if workers > 1:
-        from zhner.pipeline import Pipeline
+        from zhner.info import task_kind
         from zhner.serve.workers import serve_workers
 
-        kind = Pipeline.task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+        kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
         _echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
         serve_workers(path, device, limits, workers, host, port, access_log)
         return
@@ -738,7 +739,24 @@ def serve(
     app_ = create_app(pipeline, limits)
     _echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
-    uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+    with _exit_cleanly_after_draining():
+        uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+
+
+@contextlib.contextmanager
+def _exit_cleanly_after_draining():
+    """uvicorn stops on SIGINT / SIGTERM after draining its requests, then raises the signal again for the handler it
+    found: Python's Ctrl-C or the CLI's SIGTERM handler would turn a clean stop into exit 130 / 143. Here that second
+    delivery is a no-op, so `zhner serve` exits 0 after a graceful stop, with one worker as with several."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:
+        signal.signal(sig, lambda signum, frame: None)  # uvicorn installs its own for the time it serves
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _endpoints(kind: str) -> str:

@@ -319,11 +319,9 @@ class Pipeline:
     def task_kind(directory: str | Path) -> str:
         """The task a model directory (or shipped model) was trained for ("tagging" or "classification"), from its
         vocab.json."""
-        directory = model_directory(resolve_model(directory))
-        try:
-            return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        from zhner.info import task_kind
+
+        return task_kind(directory)
 
     @classmethod
     def load(cls: type[P], directory: str | Path) -> P:

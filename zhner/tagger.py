@@ -10,7 +10,6 @@ words and report character offsets of the text all the same. The model directory
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import torch
 
@@ -21,20 +20,13 @@ from zhner.entity import Entity
 from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
-from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, check_positive, one_or_many, run_in_batches, text_list, with_threads
-from zhner.shipped import DEFAULT_NAME, RESOURCES, SHIPPED
+from zhner.pipeline import MAX_CELLS, Pipeline, check_positive, one_or_many, run_in_batches, text_list, with_threads
+from zhner.shipped import DEFAULT_MODEL, default_model_dir  # noqa: F401  (where callers have long imported them)
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
 MAX_NBEST = 1000  # k of Tagger.nbest (the CLI and the service allow 20)
 MIN_CHUNK = 16
-# the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
-DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]
 Piece = tuple[int, str]  # (offset in the text, characters)
-
-
-def default_model_dir() -> Path | None:
-    """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
-    return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
 
 
 def char_spans(example: Example, spans: list[tuple]) -> list[tuple]:
