@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import REPO, sized
+from zhner import shipped as shipped_module
 from zhner import tagger as tagger_module
 from zhner.config import apply_overrides, config_from_dict, load_config, read_yaml_config
 from zhner.data.corpus import Corpus, Example, map_types, write_conll
@@ -125,7 +126,7 @@ def test_general_model_directory_fits_the_size_limit(general_run, shared_data):
 def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, monkeypatch):
     from zhner.cli import predict
 
-    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", tmp_path / "absent")
+    monkeypatch.setattr(shipped_module, "DEFAULT_MODEL", tmp_path / "absent")
     assert default_model_dir() is None
     src, dest = tmp_path / "in.txt", tmp_path / "out.jsonl"
     src.write_text("张三毕业于北京大学。\n李四\n", encoding="utf-8")
@@ -134,7 +135,7 @@ def test_predict_without_a_model_uses_the_shipped_one(general_run, tmp_path, mon
     with pytest.raises(ZhnerError, match="ships no default model"):
         predict(str(src), None, dest, "jsonl", 32, None, **options)
 
-    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", general_run)
+    monkeypatch.setattr(shipped_module, "DEFAULT_MODEL", general_run)
     assert default_model_dir() == general_run
     predict(str(src), None, dest, "jsonl", 32, None, **options)
     records = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]

@@ -60,6 +60,36 @@ def inputs(tmp_path_factory):
     return with_bad, good
 
 
+def test_the_cli_writes_what_predict_writes_and_nothing_of_rays_own(model_dir, inputs, tmp_path):
+    """`zhner predict --engine ray` as a user runs it, starting (and stopping) its own local Ray instance: the records
+    of a local predict, and stderr empty -- no token-authentication notice, no core worker line, no deprecation."""
+    from cli_runner import run_zhner
+
+    _, good = inputs
+    expected = tmp_path / "local.jsonl"
+    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    res = run_zhner("predict", "-m", model_dir, "--engine", "ray", "--workers", "1", good, "-o", tmp_path / "ray.jsonl",
+                    cwd=tmp_path, timeout=600)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert (tmp_path / "ray.jsonl").read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
+
+
+def test_ray_address_joins_the_cluster_it_names(monkeypatch):
+    """--ray-address (predict_file's `address`), else $RAY_ADDRESS, is the cluster ray.init joins; neither: a local
+    instance with one CPU more than the actors."""
+    from zhner.integrations import ray as engine
+
+    calls = []
+    monkeypatch.setattr(engine.ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    engine.start_ray(2, "ray://head:10001")
+    engine.start_ray(3)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    engine.start_ray(2)
+    assert [(c.get("address"), c.get("num_cpus")) for c in calls] == [("ray://head:10001", None), (None, 4), ("auto", None)]
+    assert all(c["log_to_driver"] is False for c in calls)
+
+
 def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, tmp_path):
     with_bad, good = inputs
     expected = tmp_path / "local.jsonl"
@@ -95,6 +125,7 @@ def test_ray_fails_on_the_first_bad_line_and_writes_nothing(model_dir, local_ray
         (["--engine", "ray", "--on-error", "ignore"], "--on-error must be fail or skip, not 'ignore'"),
         (["--engine", "ray", "--format", "conll", "in.txt"], "--engine ray writes jsonl records"),
         (["--engine", "ray", "--text", "张三"], "--engine ray writes jsonl records"),
+        (["--ray-address", "auto", "in.txt"], "--ray-address is for --engine ray"),
     ],
 )
 def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, message):

@@ -618,10 +618,10 @@ def test_serve_errors_are_one_line(tmp_path, monkeypatch, capsys):
 
 def test_resolve_model_dir(tmp_path, monkeypatch):
     from zhner import cli
-    from zhner import tagger as tagger_module
+    from zhner import shipped
     from zhner.errors import ZhnerError
 
-    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", tmp_path / "default_model")
+    monkeypatch.setattr(shipped, "DEFAULT_MODEL", tmp_path / "default_model")
     assert cli.resolve_model_dir(tmp_path / "mine") == tmp_path / "mine"
     with pytest.raises(ZhnerError, match="no model given.*pass -m DIR"):
         cli.resolve_model_dir(None)

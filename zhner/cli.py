@@ -36,6 +36,10 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
 MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
+NO_TORCH = (
+    "PyTorch is not installed: pip install torch (the CPU build: --index-url https://download.pytorch.org/whl/cpu), or "
+    "tag without it with a model exported to ONNX: zhner predict --runtime onnx -m MODEL"
+)
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -468,6 +472,10 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    ray_address: Annotated[Optional[str], typer.Option(
+        "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
+        "(default: $RAY_ADDRESS; neither: a local Ray instance of --workers + 1 CPUs)"
+    )] = None,
     runtime: str = typer.Option(
         "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
@@ -507,11 +515,14 @@ def predict(
     if runtime not in ("torch", "onnx"):
         raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
     runtime = "onnx" if onnx is not None else runtime
+    if ray_address is not None and engine != "ray":
+        raise ZhnerError("--ray-address is for --engine ray")
     if engine == "ray":
         if runtime != "torch":
             raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
         _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
-                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device,
+                        address=ray_address)
         return
     if runtime == "onnx":
         tagger = _runtime_tagger(model_dir, nbest, memory_mb, device, onnx)
@@ -557,9 +568,13 @@ def _predict_on_ray(
     if jsonl_input is None and source != "-":  # --input-format auto, decided as a local predict decides it
         jsonl_input = _first_line_is_json(source)
     _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
+    from zhner.shipped import DEFAULT_NAME, SHIPPED
+
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
-    predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
+    # a shipped model by its name: each worker finds it in its own zhner installation, wherever that is installed
+    name = DEFAULT_NAME if model_dir is None else model_dir if model_dir in SHIPPED else None
+    predict_file(source, output, name or path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
 
 
 def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, device: str, onnx: Path | None = None):
@@ -656,7 +671,7 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
         from zhner.shipped import resolve_model
 
         return Path(resolve_model(str(model_dir)))
-    from zhner.tagger import default_model_dir
+    from zhner.shipped import default_model_dir  # not through zhner.tagger: that imports torch
 
     shipped = default_model_dir()
     if shipped is None:
@@ -708,12 +723,13 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    _device(device)  # a bad --device fails here, once, rather than in every worker
+    if device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
+        _device(device)  # a bad --device fails here, once, rather than in every worker
     if workers > 1:
-        from zhner.pipeline import Pipeline
+        from zhner.info import task_kind
         from zhner.serve.workers import serve_workers
 
-        kind = Pipeline.task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+        kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
         _echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
         serve_workers(path, device, limits, workers, host, port, access_log)
         return
@@ -723,7 +739,24 @@ def serve(
     app_ = create_app(pipeline, limits)
     _echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
-    uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+    with _exit_cleanly_after_draining():
+        uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+
+
+@contextlib.contextmanager
+def _exit_cleanly_after_draining():
+    """uvicorn stops on SIGINT / SIGTERM after draining its requests, then raises the signal again for the handler it
+    found: Python's Ctrl-C or the CLI's SIGTERM handler would turn a clean stop into exit 130 / 143. Here that second
+    delivery is a no-op, so `zhner serve` exits 0 after a graceful stop, with one worker as with several."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:
+        signal.signal(sig, lambda signum, frame: None)  # uvicorn installs its own for the time it serves
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _endpoints(kind: str) -> str:
@@ -1124,6 +1157,11 @@ def main() -> None:
         sys.exit(0)
     except OSError as exc:  # every OS error the library did not name itself: one line, once, here
         _echo_err(f"error: {_os_error_message(exc)}")
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        _echo_err(f"error: {NO_TORCH}")  # a torch-free install: one line, not the traceback of an import deep inside
         sys.exit(2)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
         if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message

@@ -17,6 +17,19 @@ from zhner.shipped import resolve_model
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 
 
+def task_kind(directory: str | Path) -> str:
+    """The task a model directory (or shipped model) was trained for, "tagging" or "classification", from its
+    vocab.json alone: no torch (`zhner serve --workers` checks the model in a supervisor that never loads it). A
+    format-1 vocabulary (one flat dict, before classifiers) is a tagger's."""
+    directory = model_directory(resolve_model(directory))
+    vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
+    task = vocab.get("task") if vocab.get("format") == 2 else {"kind": "tagging"}
+    kind = task.get("kind") if isinstance(task, dict) else None
+    if kind not in ("tagging", "classification"):
+        raise ZhnerError(f"malformed vocabulary (task kind: {kind!r})", directory / VOCAB)
+    return kind
+
+
 def model_info(directory: str | Path) -> dict:
     """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory (or of
     a shipped model, by name)."""

@@ -21,6 +21,15 @@ WEIGHTS = "model.safetensors"  # = zhner.pipeline.WEIGHTS (not imported: that lo
 ONNX_FILE = "model.onnx"  # = zhner.runtime.tagger.ONNX_FILE (not imported: the runtime imports numpy)
 
 
+# the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
+DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]
+
+
+def default_model_dir() -> Path | None:
+    """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
+    return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
+
+
 def shipped_names() -> list[str]:
     return list(SHIPPED)
 
