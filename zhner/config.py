@@ -88,6 +88,10 @@ class EmbeddingConfig(_Section):
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file
     lexicon_max_len: int | None = Field(None, ge=2)  # drop lexicon words longer than this
     lexicon_min_freq: int | None = Field(None, ge=1)  # keep words counted at least this often (jieba's dict.txt counts)
+    # lattice models (FLAT, NFLAT, ATSSA): a type embedding per lexicon word added to the word's vector where it enters
+    # the lattice (issue 50): jieba's dictionary tag (nr / nrt / ns / nt / nz / other), LAC's reading of the word alone
+    # (PER / LOC / ORG / other), or both (two embeddings summed). Not yet measured: off by default
+    word_types: Literal["none", "jieba", "lac", "both"] = "none"
 
 
 class TrainConfig(_Section):
