@@ -48,13 +48,14 @@ QUANTIZED_KEY = "zhner.quantized"  # the graph's metadata when `zhner export --i
 _INPUTS = (
     "chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask",
     "char_features",  # frozen LAC features (model.char_features), [B, L, F]: computed by the featurizer, fed to the graph
+    "word_types",  # lexicon words' types (embeddings.word_types), [B, W, S]
 )
 _ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
 _DIMS = {
     "chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P"),
     "char_features": ("B", "L"),
 } | {
-    k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
+    k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask", "word_types")
 } | {"en_ids": ("B", "Q"), "en_pieces": ("B",), "en_word_of_piece": ("B", "Q"), "en_first_piece": ("B", "E"), "en_word_mask": ("B", "E")}
 EXAMPLE_TEXTS = {
     "char": ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市。"],
