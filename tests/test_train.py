@@ -110,7 +110,7 @@ def test_bad_model_paths_are_errors_naming_them(tmp_path):
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda t: t.predict(b"abc"), TypeError, "not a single bytes"),  # one str is one text (test_python_api.py)
+        (lambda t: t.predict(b"abc"), TypeError, "a string or a list of strings, not bytes"),  # one str is one text (test_python_api.py)
         (lambda t: t.predict([None]), TypeError, r"texts\[0\] is a NoneType"),
         (lambda t: t.predict(["a", b"b"]), TypeError, r"texts\[1\] is a bytes"),
         (lambda t: t.predict(5), TypeError, "not int"),
