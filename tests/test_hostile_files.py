@@ -44,7 +44,7 @@ def shipped():
 
 
 @pytest.fixture(scope="module")
-def stopped_run(tmp_path_factory, shared_data):
+def stopped_run(tmp_path_factory):
     """A run stopped by its time budget: its checkpoint.pt and log.jsonl are read again by the resume."""
     run = tmp_path_factory.mktemp("stopped") / "run"
     assert train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)["status"] == "time_budget"

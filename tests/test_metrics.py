@@ -24,7 +24,6 @@ from zhner.evaluate.metrics import (
     type_accuracy,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def bmes_to_iobes(seq: list[str]) -> list[str]:
@@ -479,15 +478,18 @@ def test_a_gold_of_short_entities_takes_a_bioes_predictions_scheme(tmp_path):
     assert (err.value.where, err.value.line) == (str(bio), 2)
 
 
-def test_score_files_real_resume_test_against_itself():
-    path = SHARED_DATA / "resume_ner" / "test.char.bmes"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_score_files_real_corpus_against_itself(split):
+    from zhner.data.registry import find_file
+
+    path = find_file("mini", split)  # the corpus the package carries
     res = score_files(path, path)
     assert res["strict"]["f1"] == 100.0
     assert res["lenient"]["f1"] == 100.0
     assert res["span_f"] == 100.0 and res["type_acc"] == 100.0
-    assert res["n_gold"] == res["n_pred"] > 0
+    gold = read_corpus(path).spans()
+    assert res["n_gold"] == res["n_pred"] == sum(map(len, gold)) > 0
+    assert set(res["per_type"]) == {t for spans in gold for _, _, t in spans}
     assert all(m["f1"] == 100.0 for m in res["per_type"].values())
 
 

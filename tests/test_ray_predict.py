@@ -28,7 +28,7 @@ BAD_LINES = {  # line number in the input -> what is wrong with it
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray_model")
     train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
     return out
@@ -43,10 +43,10 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory, shared_data):
-    """1,000 JSONL records (Resume's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
+def inputs(tmp_path_factory):
+    """1,000 JSONL records (mini's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
     inside a text, a blank line) with three bad lines; and the same file without the bad lines."""
-    sentences = [s.text for split in ("train", "dev") for s in load_dataset("resume")[split].sentences][:1000]
+    sentences = [s.text for split in ("train", "dev") for s in load_dataset("mini")[split].sentences][:1000]
     lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() for i, t in enumerate(sentences)]
     lines[20] = json.dumps({"id": "long", "text": "".join(sentences[:150])}, ensure_ascii=False).encode()  # ~4,000 chars
     lines[30] = json.dumps({"id": "sep", "text": "张三\u2028在北京"}, ensure_ascii=False).encode()
@@ -59,6 +59,36 @@ def inputs(tmp_path_factory, shared_data):
     with_bad.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
     good.write_bytes(b"\xef\xbb\xbf" + b"\n".join(r for i, r in enumerate(lines, 1) if i not in BAD_LINES) + b"\n")
     return with_bad, good
+
+
+def test_the_cli_writes_what_predict_writes_and_nothing_of_rays_own(model_dir, inputs, tmp_path):
+    """`zhner predict --engine ray` as a user runs it, starting (and stopping) its own local Ray instance: the records
+    of a local predict, and stderr empty -- no token-authentication notice, no core worker line, no deprecation."""
+    from cli_runner import run_zhner
+
+    _, good = inputs
+    expected = tmp_path / "local.jsonl"
+    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    res = run_zhner("predict", "-m", model_dir, "--engine", "ray", "--workers", "1", good, "-o", tmp_path / "ray.jsonl",
+                    cwd=tmp_path, timeout=600)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert (tmp_path / "ray.jsonl").read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
+
+
+def test_ray_address_joins_the_cluster_it_names(monkeypatch):
+    """--ray-address (predict_file's `address`), else $RAY_ADDRESS, is the cluster ray.init joins; neither: a local
+    instance with one CPU more than the actors."""
+    from zhner.integrations import ray as engine
+
+    calls = []
+    monkeypatch.setattr(engine.ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    engine.start_ray(2, "ray://head:10001")
+    engine.start_ray(3)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    engine.start_ray(2)
+    assert [(c.get("address"), c.get("num_cpus")) for c in calls] == [("ray://head:10001", None), (None, 4), ("auto", None)]
+    assert all(c["log_to_driver"] is False for c in calls)
 
 
 def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, tmp_path):
@@ -96,6 +126,7 @@ def test_ray_fails_on_the_first_bad_line_and_writes_nothing(model_dir, local_ray
         (["--engine", "ray", "--on-error", "ignore"], "--on-error must be fail or skip, not 'ignore'"),
         (["--engine", "ray", "--format", "conll", "in.txt"], "--engine ray writes jsonl records"),
         (["--engine", "ray", "--text", "张三"], "--engine ray writes jsonl records"),
+        (["--ray-address", "auto", "in.txt"], "--ray-address is for --engine ray"),
     ],
 )
 def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, message):

@@ -57,7 +57,7 @@ class Payload:
 
 
 # -- 1. no unpickling ------------------------------------------------------------------------------------------------
-def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path, shared_data):
+def test_a_pickled_checkpoint_is_refused_without_running_it(tmp_path):
     probe = tmp_path / "probe.pt"
     torch.save({"state": Payload(tmp_path / "ran-in-probe")}, probe)
     torch.load(probe, weights_only=False)  # the payload is live: an unpickling loader runs it
@@ -109,7 +109,7 @@ def test_no_loader_in_the_package_unpickles():
 
 
 # -- 2. temporary files created exclusively ----------------------------------------------------------------------------
-def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path, shared_data):
+def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path):
     run = tmp_path / "run"
     metrics = train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     assert metrics["status"] == "time_budget" and (run / "checkpoint.pt").exists()  # a run to resume
@@ -421,7 +421,7 @@ def test_a_load_during_a_saves_renames_reads_the_new_set_and_leaves_the_renames_
     assert Tagger.load(directory).predict(TEXTS) == new.predict(TEXTS)
 
 
-def test_loads_beside_repeated_saves_never_fail_nor_mix_two_saves(tmp_path, shared_data):
+def test_loads_beside_repeated_saves_never_fail_nor_mix_two_saves(tmp_path):
     """100 loads while another thread saves two models in turn into the directory (issue 46, item 3): every load is
     one of the two, whole (its metrics.json's note is that of its weights), and neither side fails or waits. Before, a
     load finished a pending save itself, without a lock, and broke the saver's renames or had its own broken."""
@@ -511,7 +511,7 @@ def test_a_second_training_into_a_held_run_fails_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("cut", ["mid-line", "before-newline", "deep-last-line"])
-def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_data, cut):
+def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, cut):
     run = tmp_path / "run"
     train(tiny(["train.epochs=3", "train.max_minutes=0.0001"]), run, log=lambda _: None)
     text = (run / "log.jsonl").read_text()
@@ -528,7 +528,7 @@ def test_a_log_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path, shared_da
     assert [json.loads(x)["epoch"] for x in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
-def test_a_failed_overwrite_keeps_the_old_log_with_the_old_model(tmp_path, shared_data, monkeypatch):
+def test_a_failed_overwrite_keeps_the_old_log_with_the_old_model(tmp_path, monkeypatch):
     """--overwrite replaces the log with its first epoch's line, when it saves its first model: a run that fails before
     leaves the old model and the old log as they were (issue 46: the log was deleted at the start)."""
     import zhner.train.trainer as trainer

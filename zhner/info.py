@@ -13,14 +13,29 @@ from zhner.fileio import (
     LEXICON_FILE, VOCAB_FILE, FileKind, bounded_lines, model_directory, open_regular, parse_json,
     read_committed, read_model_mapping, require_mapping,
 )
+from zhner.shipped import resolve_model
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 
 
+def task_kind(directory: str | Path) -> str:
+    """The task a model directory (or shipped model) was trained for, "tagging" or "classification", from its
+    vocab.json alone: no torch (`zhner serve --workers` checks the model in a supervisor that never loads it). A
+    format-1 vocabulary (one flat dict, before classifiers) is a tagger's."""
+    directory = model_directory(resolve_model(directory))
+    vocab = read_committed(directory, lambda path: read_model_mapping(path(VOCAB), "json", VOCAB_FILE))
+    task = vocab.get("task") if vocab.get("format") == 2 else {"kind": "tagging"}
+    kind = task.get("kind") if isinstance(task, dict) else None
+    if kind not in ("tagging", "classification"):
+        raise ZhnerError(f"malformed vocabulary (task kind: {kind!r})", directory / VOCAB)
+    return kind
+
+
 def model_info(directory: str | Path) -> dict:
-    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
-    directory = model_directory(directory)
+    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory (or of
+    a shipped model, by name)."""
+    directory = model_directory(resolve_model(directory))
     return read_committed(directory, lambda path: _info(directory, path))  # the files of one save
 
 

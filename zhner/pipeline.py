@@ -12,9 +12,12 @@ holds what they share.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,11 +43,54 @@ from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
 from zhner.nn.int8 import dequantize_state, quantize_state
 from zhner.pretrained.wheel_weights import REFERENCE, reference, referenced_tensors
+from zhner.shipped import resolve_model
 from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
+DEFAULT_THREADS = 1  # torch threads of a prediction, as the CLI runs (OMP_NUM_THREADS=1): on a busy machine, far faster
 T = TypeVar("T")
+P = TypeVar("P", bound="Pipeline")
+
+
+class Labels(list):
+    """The model's labels: a list. Calling it, as the method it once was (`tagger.labels()`), still gives the list."""
+
+    def __call__(self) -> list[str]:
+        warnings.warn("labels is a property: write tagger.labels, not tagger.labels()", DeprecationWarning, stacklevel=2)
+        return list(self)
+
+
+def check_threads(threads: object) -> int | None:
+    """`threads` of a tagger: an integer >= 1, or None (torch's own setting, left alone)."""
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 or None, not {threads!r}")
+    return threads
+
+
+def with_threads(method: Callable[..., T]) -> Callable[..., T]:
+    """A pipeline method that runs the model with the pipeline's `threads` (see `torch_threads`)."""
+
+    @functools.wraps(method)
+    def run(self: Pipeline, *args: Any, **kwargs: Any) -> T:
+        with torch_threads(self.threads):
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with `threads` torch threads (None: as they are), and give the process its own count back."""
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def configured(config: Config, featurizer: Featurizer) -> Config:
@@ -183,18 +229,45 @@ class Pipeline:
         self.config = config
         self.metrics = metrics or {}
         self.directory: Path | None = None  # where `load` read it from
+        self.threads = DEFAULT_THREADS
 
     def __repr__(self) -> str:
-        labels = self.labels()
+        labels = self.labels
         shown = labels if len(labels) <= 8 else [*labels[:8], "..."]
-        device = next(self.model.parameters()).device.type
         where = f", directory={str(self.directory)!r}" if self.directory is not None else ""
-        return f"{type(self).__name__}(model={self.config.model.name!r}, labels={shown}, device={device!r}{where})"
+        return f"{type(self).__name__}(model={self.config.model.name!r}, labels={shown}, device={self.device.type!r}{where})"
 
-    def labels(self) -> list[str]:
-        """What the model predicts: entity types (a tagger) or class labels (a classifier)."""
+    def __call__(self, texts: Any, **options: Any) -> Any:
+        """The same as `predict(texts, **options)`."""
+        return self.predict(texts, **options)
+
+    @property
+    def labels(self) -> Labels:
+        """What the model predicts: entity types, e.g. ["LOC", "ORG", "PER"] (a tagger), or class labels (a classifier)."""
         tags = list(self.task.labels)
-        return sorted({split_tag(tag)[1] for tag in tags if tag != "O"}) if self.task.kind == "tagging" else tags
+        return Labels(sorted({split_tag(tag)[1] for tag in tags if tag != "O"}) if self.task.kind == "tagging" else tags)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs: torch.device("cpu") or a GPU's. Move it with `pipeline.to(device)`."""
+        return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device) -> Pipeline:
+        """Move the model to `device` ("cpu", "cuda", "cuda:N", "auto" or a torch.device) and return this pipeline."""
+        from zhner.device import resolve_device
+
+        self.model.to(device if isinstance(device, torch.device) else resolve_device(device))
+        return self
+
+    @property
+    def threads(self) -> int | None:
+        """The torch threads a prediction runs with (1 by default, as the zhner command; None: torch's own setting,
+        untouched). The process's own count is restored after each call."""
+        return self._threads
+
+    @threads.setter
+    def threads(self, threads: int | None) -> None:
+        self._threads = check_threads(threads)
 
     @property
     def task(self) -> Task:
@@ -246,20 +319,19 @@ class Pipeline:
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:
-        """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
-        directory = model_directory(directory)
-        vocab = read_committed(directory, lambda path: read_json(path(VOCAB), VOCAB_FILE))
-        try:
-            return Featurizer.upgrade(vocab)["task"]["kind"]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        """The task a model directory (or shipped model) was trained for ("tagging" or "classification"), from its
+        vocab.json."""
+        from zhner.info import task_kind
+
+        return task_kind(directory)
 
     @classmethod
-    def load(cls, directory: str | Path) -> Any:
-        """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
-        right class). Its files are read as one set (zhner.fileio.read_committed): a save into the directory while it
-        is read makes the load read the new set, without a lock either side waits for."""
-        directory = model_directory(directory)
+    def load(cls: type[P], directory: str | Path) -> P:
+        """The pipeline saved in `directory`, or the shipped model of that name (zh-small, zh-accurate). A directory of
+        another task is an error naming it (zhner.load picks the right class). Its files are read as one set
+        (zhner.fileio.read_committed): a save into the directory while it is read makes the load read the new set,
+        without a lock either side waits for."""
+        directory = model_directory(resolve_model(directory))
         pipeline = read_committed(directory, cls._load)
         pipeline.directory = directory
         return pipeline
@@ -374,6 +446,10 @@ def one_or_many(texts: str | Iterable[str]) -> tuple[list[str], bool]:
     """The texts of a predict call that takes one string or a list, and whether it was one string (one result back)."""
     if isinstance(texts, str):
         return [texts], True
+    if isinstance(texts, bytes):
+        raise TypeError("texts must be a string or a list of strings, not bytes: decode them first (text.decode('utf-8'))")
+    if texts is None or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be a string or a list of strings, not {type(texts).__name__}")
     return text_list(texts), False
 
 

@@ -35,6 +35,7 @@ class DatasetInfo:
     metric: what selects the best epoch and is reported: "f1" for tagging, "accuracy" or "mcc" for classification.
     test_label: when the test split is not the dataset's own test set, what it is (GLUE's test labels are private,
         so GLUE's dev file serves as test); load_dataset appends it to the test corpus's path, and reports carry it.
+    carried: the package holds its files (`mini`); the others are found on disk or fetched.
     """
 
     name: str
@@ -50,6 +51,7 @@ class DatasetInfo:
     language: str = "zh"
     metric: str = "f1"
     test_label: str | None = None
+    carried: bool = False  # its files are inside the package (zhner/resources/corpus/): nothing to fetch
 
     def file(self, split: str) -> DatasetFile | None:
         """The file of `split`, or None when the dataset has none (MSRA's dev)."""
@@ -129,7 +131,26 @@ _GLUE_CITATION = (
     "Benchmark and Analysis Platform for Natural Language Understanding. ICLR 2019."
 )
 
+# the sha256 of the files scripts/build_mini_corpus.py writes from corpus/mini.txt (tests/test_mini_corpus.py checks them)
+_MINI_SHA = {
+    "train": "6ad9bd653e774169cd5cee8158eda05a59570d0d04a2478d0edaf3b060cc4e8d",
+    "dev": "369eb591b9d67071fed8d50cdb07d3d498bc2fde101819d0682ac11ff9cdad04",
+    "test": "35a25e656cdf474d9bcebac22106650d2e35159750c4a4a47b451a34ea442985",
+}
+
 DATASETS: dict[str, DatasetInfo] = {
+    "mini": DatasetInfo(
+        name="mini",
+        description="a small PER/LOC/ORG corpus written for zhner and carried inside the package (news, business, sports "
+        "and culture, everyday posts), BMES; 1000/125/125 sentences",
+        files=tuple(DatasetFile(split, f"mini/{split}.char.bmes", _MINI_SHA[split], None) for split in SPLITS),
+        fmt="conll",
+        scheme="bmes",
+        citation="zhner's own corpus (corpus/mini.txt in the repository).",
+        licence="CC BY 4.0, written for zhner by its developers (zhner/resources/corpus/mini/LICENSE).",
+        has_dev=True,
+        carried=True,
+    ),
     "resume": DatasetInfo(
         name="resume",
         description="Resume NER (Sina Finance resumes), BMES, 8 types; 3821/463/477 sentences",

@@ -45,6 +45,8 @@ def fetch(
     the file is fetched from f"{base_url}/{relpath}". Returns the paths of all the dataset's files.
     """
     info = get_info(name)
+    if info.carried:
+        raise ZhnerError(f"{name} is carried inside the zhner package (zhner/resources/corpus/): there is nothing to fetch")
     if any(f.url is None for f in info.files):
         raise ZhnerError(f"{name} cannot be fetched: {ONTONOTES_HOWTO}")
     root = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()

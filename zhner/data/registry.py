@@ -8,7 +8,9 @@ Data roots are searched in this order (`data_roots`):
 2. `$ZHNER_DATA`;
 3. the checkout's `shared/data`: next to the repository
    (`Path(zhner.__file__).resolve().parents[2] / "shared" / "data"`), and the current directory's `../shared/data`;
-4. the user cache, `$ZHNER_CACHE` or `~/.cache/zhner/data` (where `fetch` / `zhner data fetch NAME` downloads to).
+4. the user cache, `$ZHNER_CACHE` or `~/.cache/zhner/data` (where `fetch` / `zhner data fetch NAME` downloads to);
+5. the corpora the package carries, `zhner/resources/corpus/` (`mini`, a small PER/LOC/ORG corpus written for zhner:
+   what `zhner demo` and the test suite train on when no other corpus is reachable).
 
 MSRA, SST-2 and CoLA have no dev split (GLUE's test labels are private, so GLUE's dev file is the registry's test
 split, and the test corpus's path says so: " (GLUE dev used as test: ...)"). `load_dataset(..., msra_dev="heldout")` (the default) holds out a deterministic 5% of
@@ -37,6 +39,7 @@ MSRA_DEV_OPTIONS = ("heldout", "test")
 HELDOUT_FRACTION = 0.05
 HELDOUT_SEED = 42  # random.Random(HELDOUT_SEED).shuffle(list(range(n))); the first round(5% of n) indices are dev
 TEST_AS_DEV_LABEL = " (test used as dev)"
+CARRIED_ROOT = Path(__file__).resolve().parents[1] / "resources" / "corpus"  # inside the package: always there
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -54,7 +57,8 @@ def _shared_roots() -> list[Path]:
 
 
 def data_roots(explicit: str | Path | None = None) -> list[Path]:
-    """The folders searched for dataset files, in order: explicit > $ZHNER_DATA > shared/data > user cache.
+    """The folders searched for dataset files, in order: explicit > $ZHNER_DATA > shared/data > user cache > the
+    package's carried corpora.
 
     Duplicates are dropped. Roots that do not exist (yet) are kept, so error messages can say where we looked;
     an explicit folder that does not exist is a ZhnerError.
@@ -70,6 +74,7 @@ def data_roots(explicit: str | Path | None = None) -> list[Path]:
         roots.append(Path(env).expanduser())
     roots.extend(_shared_roots())
     roots.append(user_cache_dir())
+    roots.append(CARRIED_ROOT)
     unique: list[Path] = []
     seen: set[Path] = set()
     for root in roots:
@@ -107,7 +112,12 @@ def find_file(name: str, split: str, data_dir: str | Path | None = None) -> Path
                 return path
             looked.append(path)
     where = "; ".join(str(p) for p in looked)
-    hint = ONTONOTES_HOWTO if dfile.url is None else f"download it with `zhner data fetch {name}`, or set $ZHNER_DATA"
+    if info.carried:
+        hint = "it is carried inside the zhner package: this installation lacks its files, reinstall zhner"
+    elif dfile.url is None:
+        hint = ONTONOTES_HOWTO
+    else:
+        hint = f"download it with `zhner data fetch {name}`, or set $ZHNER_DATA"
     raise ZhnerError(f"{name} {split} file not found (looked in: {where}); {hint}")
 
 

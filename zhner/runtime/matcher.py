@@ -15,6 +15,7 @@ Match = tuple[int, int, str]  # (start, end exclusive, word)
 
 class WordMatcher:
     def __init__(self, words: list[str]):
+        self.ordered = list(words)  # as lexicon.txt lists them: the order vocab.json's word type codes follow
         self.words = frozenset(words)
         self.prefixes = frozenset(w[:k] for w in self.words for k in range(1, len(w)))
 

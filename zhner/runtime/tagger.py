@@ -5,7 +5,6 @@ over-long sentence into overlapping windows) and the spans stitched back; pieces
 length-sorted batches; `confidence=True` adds each entity's probability under the CRF."""
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from zhner.errors import ZhnerError
 from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
 from zhner.runtime.decoding import SentenceCRF, entity, viterbi
 from zhner.runtime.features import Features
+from zhner.shipped import onnx_file, resolve_model
 
 ONNX_FILE = "model.onnx"
 # FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): batches of at most this many sentences x length^2
@@ -82,11 +82,12 @@ class RuntimeTagger:
         self._piece_chars = piece_chars
 
     @classmethod
-    def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
-        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx)."""
-        directory = model_directory(directory)
+    def load(cls, directory: str | Path | None, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
+        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx); DIRECTORY may be
+        a shipped name (zh-small, zh-accurate; None: the default), whose graph the user exports to a file of their own."""
+        directory = model_directory(resolve_model(directory))
         runtime_task, features = read_committed(directory, _task_and_features)  # the vocabulary and lexicon of one save
-        graph_path = Path(onnx_path) if onnx_path is not None else directory / ONNX_FILE
+        graph_path = onnx_file(directory, onnx_path)
         graph = session(graph_path, threads)
         return cls(graph, features, runtime_task, _piece_chars(graph, graph_path))
 

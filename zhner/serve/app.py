@@ -1,6 +1,7 @@
 """The HTTP service: `POST /v1/ner` (taggers) or `POST /v1/classify` (sentence classifiers), `GET /health`,
-`GET /v1/labels`, OpenAPI at /openapi.json (docs at /docs). The endpoint of the other task answers 404 saying which one
-the served model takes.
+`GET /v1/labels`, OpenAPI at /openapi.json, Swagger UI at /docs (its files served by the service itself, from the
+fastapi-swagger package of the serve extra, so the page works on a host with no internet). The endpoint of the other
+task answers 404 saying which one the served model takes.
 
     app = create_app(Tagger.load("runs/tener_resume"), Limits(max_text_chars=20_000))
     uvicorn.run(app, host="127.0.0.1", port=8000)
@@ -25,8 +26,9 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -347,13 +349,19 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         yield
         await batcher.stop()
 
+    swagger = swagger_ui_files()
+    # FastAPI's own /docs and /redoc load their scripts from a CDN: a blank page on a host with no internet. /docs is
+    # served below from local files instead (FastAPI's CDN page only when fastapi-swagger is missing); /redoc is off
     app = FastAPI(title="zhner", version=__version__, lifespan=lifespan, description="Chinese named entity recognition, "
-                  "English tagging and sentence classification with zhner's models.")
+                  "English tagging and sentence classification with zhner's models.",
+                  docs_url=None if swagger else "/docs", redoc_url=None)
     app.state.batcher = batcher
     app.state.limits = limits
     errors = {code: {"model": ErrorBody} for code in (400, 408, 413, 415, 422, 503)}
 
-    @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
+    # summaries: the titles Swagger UI shows at /docs (FastAPI would title them by function name: "Ner")
+    @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec(),
+              summary="Tag the entities of one text or several")
     async def ner(request: Request):
         """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
         if kind != "tagging":
@@ -384,6 +392,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
     @app.post("/v1/classify", response_model=Classified | ClassifiedRecords, responses=errors,
+              summary="Classify one text or several",
               openapi_extra=_request_body_spec("ClassifyRequest"))
     async def classify(request: Request):
         """The label of one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`),
@@ -405,7 +414,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         records = [tagger.record(t, p) for t, p in zip(texts, predictions)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
-    @app.get("/health", response_model=Health)
+    @app.get("/health", response_model=Health, summary="Liveness, and the model being served")
     async def health() -> dict:
         """Liveness and what is being served."""
         data = tagger.config.data
@@ -428,7 +437,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     # load balancers probe with HEAD (405 before); the body is left out by the server, the headers are GET's
     app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
 
-    @app.get("/v1/labels", response_model=Labels)
+    @app.get("/v1/labels", response_model=Labels, summary="The model's entity types, tags and scheme")
     async def get_labels() -> dict:
         """Entity types, and the tag set and scheme the model decodes with (a classifier: its labels)."""
         if kind != "tagging":
@@ -459,7 +468,47 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    if swagger:
+        @app.get("/docs", include_in_schema=False)
+        async def swagger_ui(request: Request) -> HTMLResponse:
+            root = request.scope.get("root_path", "").rstrip("/")  # behind a proxy that mounts the service under a path
+            return get_swagger_ui_html(
+                openapi_url=root + app.openapi_url, title="zhner - Swagger UI",
+                swagger_js_url=f"{root}/docs/swagger-ui-bundle.js", swagger_css_url=f"{root}/docs/swagger-ui.css",
+                swagger_favicon_url=f"{root}/docs/favicon-32x32.png",
+                swagger_ui_parameters={"validatorUrl": None},  # no call to swagger.io's online validator
+            )
+
+        @app.get("/docs/{name}", include_in_schema=False)
+        async def swagger_file(name: str) -> Response:
+            if name not in swagger:
+                return _error(404, f"no such file: /docs/{name}", None)
+            path, media_type = swagger[name]
+            return Response(path.read_bytes(), media_type=media_type, headers={"Cache-Control": "public, max-age=86400"})
+
     return app
+
+
+SWAGGER_FILES = {"swagger-ui-bundle.js": "text/javascript; charset=utf-8", "swagger-ui.css": "text/css; charset=utf-8",
+                 "favicon-32x32.png": "image/png"}
+
+
+def swagger_ui_files() -> dict[str, tuple[Any, str]] | None:
+    """Swagger UI's files as the fastapi-swagger package ships them (name -> (path, media type)), or None when it is
+    not installed or lacks one of them. Swagger UI itself is Apache-2.0; the package around it, MIT."""
+    try:
+        from importlib import resources
+
+        root = resources.files("fastapi_swagger.resources")
+    except (ModuleNotFoundError, TypeError):
+        log.warning("fastapi-swagger is not installed (pip install 'zhner[serve]'): /docs loads Swagger UI from a CDN")
+        return None
+    files = {name: (root / name, media_type) for name, media_type in SWAGGER_FILES.items()}
+    if not all(path.is_file() for path, _ in files.values()):
+        log.warning("fastapi-swagger ships no %s: /docs loads Swagger UI from a CDN", ", ".join(SWAGGER_FILES))
+        return None
+    return files
 
 
 def _request_body_spec(schema: str = "NERRequest") -> dict:
