@@ -174,7 +174,14 @@ class FLAT(SequenceTagger):
         x, heads, tails, span_mask = self.lattice(batch)
         L = batch["chars"].shape[1]
         # R of Eq. 8, shared by the layers
-        positions = (self.position.dense if traceable else self.position)(heads, tails, max_distance=L - 1)
+        if traceable:
+            positions = self.position.dense(heads, tails, max_distance=L - 1)
+        elif len(self.layers) == 1 and not torch.is_grad_enabled():  # inference, one layer: character queries only
+            positions = self.position(heads[:, :L], tails[:, :L], max_distance=L - 1, key_heads=heads, key_tails=tails)
+            positions.chars = L
+        else:
+            positions = self.position(heads, tails, max_distance=L - 1)
+            positions.chars = L
         allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
         for n, layer in enumerate(self.layers):
             # the output reads characters only: the last layer computes just their queries (exact, and ~W/N cheaper)

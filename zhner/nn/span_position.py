@@ -69,6 +69,9 @@ class SpanPositions:
 
     table: torch.Tensor
     index: torch.Tensor
+    # spans 0..chars-1 are characters (head = tail = their index) on both sides: set by FLAT, it allows the inference
+    # path `char_query_scores` for character queries
+    chars: int | None = None
 
     def dense(self) -> torch.Tensor:
         return F.embedding(self.index, self.table)
@@ -76,6 +79,42 @@ class SpanPositions:
     def scores(self, qr: torch.Tensor) -> torch.Tensor:
         """qr [B, Q, H, D] (queries through W_{k,R}) . R_ij -> [B, Q, N, H]."""
         return position_scores(qr, self)
+
+    def char_query_scores(self, qv: torch.Tensor, w_r: torch.Tensor) -> torch.Tensor:
+        """(q_i + v) . (W_{k,R} R_ij) for character queries i < Q <= chars: qv [B, Q, H, d], w_r [H, d, D] -> [B, H, Q, N].
+
+        Inference only (no autograd Function behind it). The table goes through W_{k,R} once, [P, D] -> [P, H d], so a
+        pair costs H d multiply-adds (not H D as `scores` after folding W_{k,R} into the query). A character key j is at
+        d_hh = i - j with length difference 0, so its row depends on i - j alone: the scores of every query against
+        every distance are one matmul, [B, H, Q, 2L - 1], and the [B, H, Q, L] character block is a strided view of it
+        (Transformer-XL's relative shift), gathered nothing. Word keys gather their projected rows a few queries at a
+        time. The same sums as `scores`, taken in another order: equal up to float rounding."""
+        B, Q, H, d = qv.shape
+        L, index = self.chars, self.index
+        if L is None or Q > L or index.shape[1] < L:
+            raise ValueError("char_query_scores needs character queries and the index of every character query")
+        N = index.shape[2]
+        projected = torch.matmul(self.table, w_r.reshape(H * d, -1).t())  # [P, H d]: W_{k,R} R for each distinct R
+        # table rows of character pairs by distance d = i - j, from j - i = L-1 down to -(L-1) (read off the index:
+        # query 0 against key j is d = -j, query i against key 0 is d = i), so column c is j - i + L - 1
+        rows = torch.cat([index[0, 0, 1:L].flip(0), index[0, :L, 0]]).flip(0)  # [2L - 1]
+        per_distance = projected[rows].view(2 * L - 1, H, d).permute(1, 2, 0)  # [H, d, 2L - 1]
+        heads_first = qv.transpose(1, 2)  # [B, H, Q, d]
+        by_distance = torch.matmul(heads_first, per_distance)  # [B, H, Q, 2L - 1]
+        out = qv.new_empty(B, H, Q, N)
+        sB, sH, sQ, _ = by_distance.stride()  # pair (i, j) is column j - i + L - 1 of row i: step sQ - 1 per row
+        out[..., :L] = by_distance.as_strided((B, H, Q, L), (sB, sH, sQ - 1, 1), by_distance.storage_offset() + L - 1)
+        W = N - L
+        if W:
+            words = index[:, :Q, L:].reshape(B * Q, W)
+            flat_q = qv.reshape(B * Q, 1, H, d)
+            word_scores = qv.new_empty(B * Q, W, H)
+            step = _chunk_rows(qv, W * H * d)
+            for s in range(0, B * Q, step):
+                R = projected.index_select(0, words[s : s + step].reshape(-1)).view(-1, W, H, d)  # [step, W, H, d]
+                torch.sum(R.mul_(flat_q[s : s + step]), -1, out=word_scores[s : s + step])
+            out[..., L:] = word_scores.view(B, Q, W, H).permute(0, 3, 1, 2)
+        return out
 
 
 @dataclass
@@ -150,8 +189,13 @@ class SpanPositionEncoding(nn.Module):
             table = pre.add_(tables[1][d + deltas[None, :] + M2]).relu_().reshape(-1, self.d_model)
             delta_id = torch.full((2 * longest + 1,), -1, dtype=torch.long, device=heads.device)
             delta_id[deltas + longest] = torch.arange(deltas.numel(), device=heads.device)  # delta -> its column
-            d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
-            index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
+            if q_len.numel() == 1:  # queries of one length (FLAT's character queries): the delta is the key's alone
+                key_column = delta_id[q_len - (key_tails - key_heads) + longest]  # [B, M]
+                # (d_hh + M) n_d + column, as two broadcast terms: one pass over [B, N, M] instead of several
+                index = (heads * deltas.numel())[:, :, None] + ((M - key_heads) * deltas.numel() + key_column)[:, None, :]
+            else:
+                d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
+                index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
             zero = M * deltas.numel() + int(delta_id[longest])  # the row of (d_hh, d_tt) = (0, 0)
             return _with_zero_key(SpanPositions(table, index), zero, zero_key)
         if zero_key:  # all four distances 0 needs a query span of length 1 (a character); only ff_two/head are needed
