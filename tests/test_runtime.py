@@ -17,7 +17,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.crf import CRF, allowed_transitions
-from zhner.runtime.decoding import SentenceCRF
+from zhner.runtime.decoding import BatchCRF
 from zhner.runtime.matcher import WordMatcher
 from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train
@@ -53,8 +53,8 @@ def test_span_probabilities_equal_the_crf():
     queries = [(0, 0, [1, 2]), (0, 3, [0]), (0, 2, [3, 4, 4, 0]), (0, 6, [1])]
     expected = crf.subpath_log_probs(emissions, mask, queries).tolist()
     start, trans, end = (t.detach().numpy() for t in crf.scores(decoding=True))
-    sentence = SentenceCRF(emissions[0].numpy(), start, trans, end)
-    assert [sentence.subpath_log_prob(i, t) for _, i, t in queries] == pytest.approx(expected, abs=1e-4)
+    batch = BatchCRF(emissions.numpy(), [7], start, trans, end)
+    assert batch.subpath_log_probs(queries).tolist() == pytest.approx(expected, abs=1e-4)
 
 
 @pytest.fixture(scope="module", params=list(TINY))

@@ -42,38 +42,9 @@ def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, tr
     return [row[:n] for row, n in zip(path.tolist(), lengths)]
 
 
-def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
-    top = x.max(axis=axis, keepdims=True)
-    return (np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top).squeeze(axis)
-
-
-class SentenceCRF:
-    """Forward-backward scores of one sentence (emissions [n, T], float64 for the sums): log P of any run of tags."""
-
-    def __init__(self, emissions: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray):
-        e = emissions.astype(np.float64)
-        self.e, self.trans = e, trans.astype(np.float64)
-        n, T = e.shape
-        self.alpha, self.beta = np.empty((n, T)), np.empty((n, T))
-        self.alpha[0] = start + e[0]
-        for i in range(1, n):  # alpha_i[j] = logsumexp_k(alpha_{i-1}[k] + trans[k, j]) + e_i[j]
-            self.alpha[i] = _logsumexp(self.alpha[i - 1][:, None] + self.trans, 0) + e[i]
-        self.beta[n - 1] = end
-        for i in range(n - 2, -1, -1):  # beta_i[k] = logsumexp_j(trans[k, j] + e_{i+1}[j] + beta_{i+1}[j])
-            self.beta[i] = _logsumexp(self.trans + (e[i + 1] + self.beta[i + 1])[None, :], 1)
-        self.log_z = float(_logsumexp(self.alpha[n - 1] + end, 0))
-
-    def subpath_log_prob(self, first: int, tags: Sequence[int]) -> float:
-        """log P(y_first .. y_{first+m-1} = tags)."""
-        score = self.alpha[first, tags[0]]
-        for k in range(1, len(tags)):
-            score += self.trans[tags[k - 1], tags[k]] + self.e[first + k, tags[k]]
-        return float(score + self.beta[first + len(tags) - 1, tags[-1]] - self.log_z)
-
-
 class BatchCRF:
     """Forward-backward scores of a batch (emissions [B, L, T], sentence b its first lengths[b] rows): log P of any run
-    of tags of any sentence, for all of them in one vectorised step (`subpath_log_probs`). As SentenceCRF, in float64;
+    of tags of any sentence, for all of them in one vectorised step (`subpath_log_probs`). In float64;
     the recursions run on probabilities rescaled at every step (alpha_i = (alpha_{i-1} exp(trans)) * exp(e_i), each row
     divided by its sum, the logs of the divisors added up), one matrix product per step for the whole batch instead of
     a logsumexp over [B, T, T]. Forbidden entries (DISALLOWED) become exact zeros."""

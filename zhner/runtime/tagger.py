@@ -6,7 +6,6 @@ length-sorted batches; `confidence=True` adds each entity's probability under th
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import model_directory, read_model_mapping
-from zhner.runtime.decoding import SentenceCRF, entity, viterbi
+from zhner.runtime.decoding import BatchCRF, entity, scored_spans, viterbi
 from zhner.runtime.features import Features
 
 ONNX_FILE = "model.onnx"
@@ -141,24 +140,11 @@ class RuntimeTagger:
             paths = viterbi(emissions, lengths, start, trans, end)
         labels = self.task.labels
         spans = [tags_to_spans([labels[t] for t in path], self.task.scheme, strict=True) for path in paths]
-        if confidence:
-            spans = [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
-                     for b, n in enumerate(lengths)]
+        if confidence:  # P(a span's characters carry exactly its tags), as Tagger._scored_spans computes it
+            crf = BatchCRF(emissions, lengths, start, trans, end)
+            spans = scored_spans(crf, paths, spans, lengths, labels, self.task.scheme)
         # as Tagger.predict: no entity begins or ends on whitespace or an emoji (scored on the span the model decoded)
         return [trim_spans(list(chunk), found) for chunk, found in zip(chunks, spans)]
-
-    def _scored(self, crf: SentenceCRF, path: list[int], spans: list[tuple], n: int) -> list[tuple]:
-        """Each span with P(its characters carry exactly its tags); in BIO minus P(the next one continues it), as
-        Tagger._scored_spans computes it."""
-        index = {t: i for i, t in enumerate(self.tags)}
-        scored = []
-        for start, end, label in spans:
-            p = math.exp(crf.subpath_log_prob(start, path[start:end]))
-            inside = index.get(f"I-{label}")
-            if self.task.scheme == "bio" and end < n and inside is not None:
-                p -= math.exp(crf.subpath_log_prob(start, path[start:end] + [inside]))
-            scored.append((start, end, label, min(1.0, max(0.0, p))))
-        return scored
 
 
 def _piece_chars(graph, path: Path) -> int:
