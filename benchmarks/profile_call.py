@@ -116,7 +116,7 @@ def main() -> None:
         for batch in args.batches:
             if hasattr(tagger.featurizer.fields.get("lac"), "_memo"):  # a cold LAC memo: each run computes its features
                 tagger.featurizer.fields["lac"]._memo.clear()
-                tagger.featurizer.fields["lac"]._memo_chars = 0
+                tagger.featurizer.fields["lac"]._memo_bytes = 0
             timers.seconds.clear()
             timers.calls.clear()
             start = time.process_time()
