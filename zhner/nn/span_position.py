@@ -131,6 +131,40 @@ class DensePositions:
         return torch.matmul(qr, R.transpose(-1, -2)).transpose(-1, -2)  # [B, Q, H, N] -> [B, Q, N, H]
 
 
+@dataclass
+class CharQueryPositions:
+    """R of Eq. 8 for character queries against a lattice's keys (its L characters, then W words), in a form that
+    traces for export with no data-dependent size: `table` [2L - 1, K, D] holds R for every distance d_hh = -(L-1)..L-1
+    (row d + L - 1) and key length l = tail - head = 0..K-1 (column; K - 1 the lexicon's longest word), and
+    `word_index` [B, L, W] each (character, word) pair's row of the flattened table. Built by
+    `SpanPositionEncoding.char_queries`; its `char_query_scores` computes what SpanPositions.char_query_scores does."""
+
+    table: torch.Tensor
+    word_index: torch.Tensor
+
+    def char_query_scores(self, qv: torch.Tensor, w_r: torch.Tensor) -> torch.Tensor:
+        """(q_i + v) . (W_{k,R} R_ij) for all L character queries: qv [B, L, H, d], w_r [H, d, D] -> [B, H, L, L + W].
+        Character keys: one matmul against every distance, then Transformer-XL's relative shift as pad, flatten, slice
+        and reshape (pair (i, j) is column j - i + L - 1 of row i); word keys: their projected rows gathered."""
+        B, Q, H, d = qv.shape
+        rows, K, D = self.table.shape
+        projected = torch.matmul(self.table.reshape(rows * K, D), w_r.reshape(H * d, D).t())  # [rows K, H d]
+        per_distance = projected.view(rows, K, H, d)[:, 0].flip(0).permute(1, 2, 0)  # [H, d, 2L - 1], j - i ascending
+        heads_first = qv.transpose(1, 2)  # [B, H, L, d]
+        by_distance = F.pad(torch.matmul(heads_first, per_distance), (0, 1))  # [B, H, L, 2L]
+        width = by_distance.shape[-1] - 1  # 2L - 1
+        flat = by_distance.reshape(B, H, Q * (width + 1))[:, :, Q - 1 : Q - 1 + Q * width]
+        chars = flat.reshape(B, H, Q, width)[..., :Q]  # [B, H, L, L]
+        W = self.word_index.shape[2]
+        # per head: the pairs' rows [B L, W, d] times the query [B L, d, 1], one pass over the gathered rows (a
+        # broadcast multiply and a sum made three in onnxruntime)
+        by_head = projected.view(rows * K, H, d).transpose(0, 1)  # [H, rows K, d]
+        words = by_head.index_select(1, self.word_index.reshape(-1)).view(H, B * Q, W, d)
+        word_scores = torch.matmul(words, qv.permute(2, 0, 1, 3).reshape(H, B * Q, d, 1))  # [H, B L, W, 1]
+        word_scores = word_scores.view(H, B, Q, W).transpose(0, 1)  # [B, H, L, W]
+        return torch.cat([chars, word_scores], dim=-1)
+
+
 class SpanPositionEncoding(nn.Module):
     """heads, tails [B, N] -> SpanPositions (R of Eq. 8, d_model wide), computed once per forward, shared by the layers.
 
@@ -214,6 +248,24 @@ class SpanPositionEncoding(nn.Module):
         table = torch.relu(pre).reshape(-1, self.d_model)  # [(2M+1) * n_l * n_l, D], Eq. 8
         index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + key_length_id[:, None, :]  # [B, N, M]
         return SpanPositions(table, index)
+
+    def char_queries(self, heads: torch.Tensor, tails: torch.Tensor, num_chars: int, key_lengths: int) -> CharQueryPositions:
+        """The traceable R for the characters of a lattice (heads, tails [B, L + W]: L characters, then words) as
+        queries, against every span: the table over distances and key lengths 0..key_lengths-1 (words longer than that
+        are read as that long: give the lexicon's longest word). With a character query (l_i = 0) the distances of
+        Eq. 4-7 are d_hh = d_th = d and d_ht = d_tt = d - l_j: R depends on (d, l_j) alone, for every fusion."""
+        L, K = num_chars, key_lengths
+        M2 = L - 1 + K - 1
+        tables = self.projected_tables(M2)  # [n, 2 M2 + 1, D]
+        d = torch.arange(-(L - 1), L, device=heads.device)[:, None]  # [2L - 1, 1]
+        lengths = torch.arange(K, device=heads.device)[None, :]  # [1, K]
+        offsets = {"hh": d, "th": d, "ht": d - lengths, "tt": d - lengths}
+        pre = sum(tables[k][(offsets[kind] + M2).expand(-1, K)] for k, kind in enumerate(self.kinds))  # [2L - 1, K, D]
+        word_heads, word_tails = heads[:, L:], tails[:, L:]  # [B, W]
+        word_lengths = (word_tails - word_heads).clamp(0, K - 1)
+        queries = torch.arange(L, device=heads.device)[None, :, None]  # [1, L, 1]
+        word_index = (queries - word_heads[:, None, :] + L - 1) * K + word_lengths[:, None, :]  # [B, L, W]
+        return CharQueryPositions(torch.relu(pre), word_index)
 
     def dense(
         self,
