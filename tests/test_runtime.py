@@ -93,6 +93,30 @@ def test_runtime_confidences_equal_pytorch(exported):
             assert a["score"] == pytest.approx(b["score"], abs=2e-4)
 
 
+def test_a_model_without_a_graph_is_exported_once_into_the_cache(exported, tmp_path, monkeypatch):
+    """load_runtime on a directory without model.onnx (as the shipped models) exports its graph into $ZHNER_CACHE on
+    first use, reads it from there afterwards, and a changed model gets a graph of its own."""
+    import shutil
+
+    from zhner.runtime import load_runtime
+    from zhner.runtime.cache import cached_graph
+
+    out, tagger = exported
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare, ignore=shutil.ignore_patterns("model.onnx"))
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
+    _, path = cached_graph(bare)
+    assert not path.exists() and path.is_relative_to(tmp_path / "cache")
+    runtime = load_runtime(str(bare))
+    assert path.is_file() and runtime.predict(TEXTS) == tagger.predict(TEXTS, confidence=False)
+    made = path.stat().st_mtime_ns
+    load_runtime(str(bare))
+    assert path.stat().st_mtime_ns == made and not list(path.parent.glob(".*"))  # read back; no partial file left
+    (bare / "config.yaml").write_text((bare / "config.yaml").read_text() + "\n")
+    assert cached_graph(bare)[1] != path  # another model: another graph
+    assert cached_graph(out)[1] == out / "model.onnx"  # a directory's own graph is used as it is
+
+
 def test_runtime_errors(exported, tmp_path):
     out, _ = exported
     with pytest.raises(ZhnerError, match="no such model directory"):

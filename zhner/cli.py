@@ -539,7 +539,7 @@ def _predict_on_ray(
 
 def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):
     """The torch-free tagger of MODEL/model.onnx for `predict --runtime onnx`; options it cannot honour are errors."""
-    from zhner.runtime import RuntimeTagger
+    from zhner.runtime import load_runtime
 
     refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
                                      (f"--device {device}", device != "cpu")) if on]
@@ -548,7 +548,7 @@ def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None,
                          "pieces fixed at export); use --runtime torch")
     if model_dir is None:
         raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
-    return RuntimeTagger.load(model_dir)
+    return load_runtime(str(model_dir))  # MODEL/model.onnx, or the graph exported once into the user cache
 
 
 @app.command("export")
