@@ -38,7 +38,8 @@ def worker(model: str, dataset: str, sentences: int | None, batch: int, runtime:
         from zhner.runtime import load_runtime
 
         tagger = load_runtime(model)
-        run = lambda: tagger.predict(texts, batch_size=batch, confidence=bool(scores))  # noqa: E731
+        with_scores = tagger.has_crf if scores is None else scores  # the default as Tagger's: scores with a CRF
+        run = lambda: tagger.predict(texts, batch_size=batch, confidence=with_scores)  # noqa: E731
     else:
         tagger = zhner.load(model)
         run = lambda: tagger.predict(texts, batch_size=batch, confidence=scores)  # noqa: E731
