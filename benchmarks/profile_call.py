@@ -30,7 +30,7 @@ STAGES = [
     ("split long text", 1, "zhner.tagger:Tagger", "split"),
     ("features (encode_all)", 1, "zhner.models.inputs:Featurizer", "encode_all"),
     ("lexicon matching", 2, "zhner.lexicon.lexicon:Lexicon", "match"),
-    ("LAC features (BiGRU, numpy)", 2, "zhner.models.fields:LacField", "prepare"),
+    ("LAC features (BiGRU, numpy)", 2, "zhner.models.fields:LacField", "prepare"),  # since issue 47 ahead of encode_all
     ("collate to tensors", 1, "zhner.models.inputs:Featurizer", "collate"),
     ("model: emissions", 1, "zhner.models.modeling_flat:FLAT", "emissions"),
     ("lattice embeddings", 2, "zhner.models.modeling_flat:FLAT", "lattice"),
@@ -42,6 +42,9 @@ STAGES = [
     ("feed-forward", 3, "zhner.nn.encoder:FeedForward", "forward"),
     ("CRF Viterbi", 1, "zhner.nn.crf:CRF", "decode"),
     ("CRF span scores (forward-backward)", 1, "zhner.nn.crf:CRF", "subpath_log_probs"),
+    ("CRF Viterbi (numpy)", 1, "zhner.tagger", "numpy_viterbi"),  # the CPU path since issue 47
+    ("CRF span scores (numpy)", 1, "zhner.tagger", "scored_spans"),
+    ("forward-backward (BatchCRF)", 2, "zhner.tagger", "BatchCRF"),
     ("tags to spans", 1, "zhner.tagger", "tags_to_spans"),
     ("stitch + entities", 1, "zhner.tagger:Tagger", "join"),
 ]
@@ -76,6 +79,8 @@ def install(timers: Timers) -> None:
         module_name, _, obj_name = owner.partition(":")
         module = importlib.import_module(module_name)
         target = getattr(module, obj_name) if obj_name else module
+        if not hasattr(target, attr):  # a stage of another version of the code
+            continue
         original = target.__dict__[attr] if isinstance(target, type) else getattr(target, attr)
         if isinstance(original, staticmethod):
             setattr(target, attr, staticmethod(timers.wrap(label, original.__func__)))
