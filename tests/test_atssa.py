@@ -1,12 +1,12 @@
 """ATSSA: the selective mechanism against a per-query loop (Eq. 7-12, 16-17), the straight-through gradient, the plug-in
 into TENER's and FLAT's attention, the word-fusion layer against a loop (Eq. 13-15), the ablation switches, the L1 term
-(Eq. 19), a few training steps on real Resume sentences, save/load."""
+(Eq. 19), a few training steps on real sentences (mini, the corpus the package carries), save/load."""
 import math
 
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import MINI, REPO
 from zhner.config import load_config
 from zhner.models.modeling_atssa import ATSSA, ATSSAConfig
 from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
@@ -18,7 +18,7 @@ from zhner.nn.word_fusion import WordFusion, words_per_char
 from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare, train, train_step
 
-TINY_ATSSA = [
+TINY_ATSSA = MINI + [
     "model.heads=2",
     "model.head_dim=8",
     "data.max_train_sentences=40",
@@ -274,7 +274,7 @@ def tiny_config(extra=()):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(shared_data):
+def tiny_run():
     run = prepare(tiny_config(), log=lambda _: None)
     items = [run.featurizer.encode(s) for s in run.splits["train"].sentences[:10]]
     return run, run.featurizer.collate(items)
@@ -332,7 +332,7 @@ def test_training_steps_reduce_loss(tiny_run):
     model.eval()
 
 
-def test_save_load_roundtrip(tmp_path, shared_data):
+def test_save_load_roundtrip(tmp_path):
     train(tiny_config(["train.epochs=1"]), tmp_path / "run", log=lambda _: None)
     tagger = Tagger.load(tmp_path / "run")
     assert tagger.model.config.name == "atssa" and len(tagger.model.selectors()) == 1

@@ -58,7 +58,7 @@ def test_applied_swaps_the_average_in_and_back_out():
         WeightAverage(torch.nn.Linear(3, 3), horizon=10).load_state_dict(saved)
 
 
-def test_the_average_is_what_is_evaluated_saved_and_checkpointed(tmp_path, shared_data, monkeypatch):
+def test_the_average_is_what_is_evaluated_saved_and_checkpointed(tmp_path, monkeypatch):
     """A run stopped by its time budget after epoch 1 keeps its checkpoint: the weights evaluated at that epoch, the
     saved model and the checkpoint's average are the same tensors, and they are not the trained weights."""
     evaluated: list[dict[str, torch.Tensor]] = []

@@ -9,7 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from conftest import TINY_TENER  # noqa: E402
+from conftest import BERT_VOCAB, MINI, TINY_TENER  # noqa: E402
 from zhner.cli import resolve_config  # noqa: E402
 from zhner.config import load_config  # noqa: E402
 from zhner.errors import ZhnerError  # noqa: E402
@@ -17,11 +17,11 @@ from zhner.nn.bert import BertCharFeatures  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
 from zhner.train.trainer import load_bert, prepare, train  # noqa: E402
 
-TINY_FLAT = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=24", "data.max_eval_sentences=8", "train.epochs=1"]
+TINY_FLAT = MINI + ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=24", "data.max_eval_sentences=8", "train.epochs=1"]
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, shared_data):
+def tiny_bert(tmp_path_factory):
     """A randomly initialised 2-layer BERT with the real bert-base-chinese vocabulary, saved as a pretrained directory.
     Only 40 positions, so that sentences longer than 38 characters exercise the windows."""
     directory = tmp_path_factory.mktemp("tiny_bert")
@@ -31,11 +31,11 @@ def tiny_bert(tmp_path_factory, shared_data):
         max_position_embeddings=40,
     )
     transformers.BertModel(config).save_pretrained(directory)
-    shutil.copy(shared_data / "bert_base_chinese_vocab" / "vocab.txt", directory / "vocab.txt")
+    shutil.copy(BERT_VOCAB / "vocab.txt", directory / "vocab.txt")
     return directory
 
 
-def test_bert_ids_match_the_bert_tokenizer(tiny_bert, shared_data):
+def test_bert_ids_match_the_bert_tokenizer(tiny_bert):
     run = prepare(load_config(resolve_config("tener_resume"), TINY_TENER + [f"model.bert={tiny_bert}"]), log=lambda _: None)
     tokenizer = transformers.BertTokenizer.from_pretrained(str(tiny_bert))
     for sent in list(run.splits["train"])[:20] + list(run.splits["test"])[:8]:
@@ -99,9 +99,9 @@ def test_frozen_bert_keeps_its_weights(tiny_bert, tmp_path):
     assert all(torch.equal(saved[k], pretrained[k]) for k in pretrained)
 
 
-def test_a_bert_directory_without_weights_is_a_clear_error(tmp_path, shared_data):
-    shutil.copy(shared_data / "bert_base_chinese_vocab" / "vocab.txt", tmp_path / "vocab.txt")
-    shutil.copy(shared_data / "bert_base_chinese_vocab" / "config.json", tmp_path / "config.json")
+def test_a_bert_directory_without_weights_is_a_clear_error(tmp_path):
+    shutil.copy(BERT_VOCAB / "vocab.txt", tmp_path / "vocab.txt")
+    shutil.copy(BERT_VOCAB / "config.json", tmp_path / "config.json")
     with pytest.raises(ZhnerError, match="model.bert.*cannot load a pretrained BERT"):
         prepare(load_config(resolve_config("tener_resume"), TINY_TENER + [f"model.bert={tmp_path}"]), log=lambda _: None)
 

@@ -249,15 +249,26 @@ def test_score_misaligned_and_binary(tmp_path):
     assert_clean_error(zhner("score", gold, binary), f"{binary}:2", "UTF-8")
 
 
-def test_data_list_and_check(shared_data):
+def test_data_list_and_check():
+    """`data list` names the benchmark corpora whether or not they are here, and where the carried `mini` is; `data
+    check` verifies mini's three files (the benchmark corpora's: test_data_check_a_benchmark_corpus)."""
+    from zhner.data.registry import find_file
+
     res = zhner("data", "list")
     assert res.returncode == 0 and "resume" in res.stdout and "msra" in res.stdout
+    assert str(find_file("mini", "train").parent) in res.stdout
+    res = zhner("data", "check", "mini")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count(" ok ") == 3
+
+
+def test_data_check_a_benchmark_corpus(shared_data):
     res = zhner("data", "check", "resume")
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.count(" ok ") == 3
 
 
-def test_train_predict_evaluate_cli(tmp_path, shared_data):
+def test_train_predict_evaluate_cli(tmp_path):
     out = tmp_path / "model"
     args = ["train", "tener_resume", "-o", out]
     for o in TINY_TENER:
@@ -288,27 +299,31 @@ def test_train_predict_evaluate_cli(tmp_path, shared_data):
     assert_clean_error(res, f"{bad}:2")
     assert not (tmp_path / "never.jsonl").exists()  # nothing half-written
 
-    res = zhner("evaluate", out, "resume:dev", "--json")
+    res = zhner("evaluate", out, "mini:dev", "--json")
     assert res.returncode == 0, res.stderr
     assert {"strict", "lenient", "per_type", "span_f", "type_acc"} <= set(json.loads(res.stdout))
-    res = zhner("evaluate", out, "resume:dev", "--seen-in", "resume", "--json")
+    res = zhner("evaluate", out, "mini:dev", "--seen-in", "mini", "--json")
     assert res.returncode == 0, res.stderr
     scores = json.loads(res.stdout)
     assert sum(g["n_gold"] for g in scores["seen"].values()) == scores["n_gold"] > 0
-    assert_clean_error(zhner("evaluate", out, "resume:dev", "--seen-in", "resume:nope"), "resume:nope", "unknown split")
+    assert_clean_error(zhner("evaluate", out, "mini:dev", "--seen-in", "mini:nope"), "mini:nope", "unknown split")
 
 
-def test_demo_trains_evaluates_and_tags(tmp_path, shared_data):
-    """`make demo` runs `zhner demo`; a tiny budget still trains one full epoch on Resume."""
+def test_demo_trains_evaluates_and_tags(tmp_path):
+    """`make demo` runs `zhner demo`; a tiny budget still trains one full epoch on mini (configs/tener_mini.yaml)."""
+    from zhner.cli import resolve_config
+    from zhner.config import load_config
+
+    epochs = load_config(resolve_config("tener_mini")).train.epochs
     res = zhner("demo", "--minutes", "0.01", "-o", tmp_path / "demo")
     assert res.returncode == 0, res.stderr
     import re
 
     # sentences a newcomer reads: the epochs of its budget, the test result with its meaning; no dict reprs
-    assert re.search(r"ran out after 1 of 50 epochs|trained \d+ epochs", res.stdout), res.stdout
-    assert re.search(r"epoch 1 of at most 50: dev F1 \d+\.\d", res.stdout), res.stdout
+    assert re.search(rf"ran out after 1 of {epochs} epochs|trained \d+ epochs", res.stdout), res.stdout
+    assert re.search(rf"epoch 1 of at most {epochs}: dev F1 \d+\.\d", res.stdout), res.stdout
     assert re.search(r"\d+\.\d% of the entities in them are found \(recall\)", res.stdout), res.stdout
-    assert "{'" not in res.stdout + res.stderr and "epoch 1/50" not in res.stdout + res.stderr
+    assert "{'" not in res.stdout + res.stderr and f"epoch 1/{epochs}" not in res.stdout + res.stderr
 
     entity_lines = [ln for ln in res.stdout.splitlines() if re.match(r"^  [A-Z]+ +\[ *\d+, *\d+\)  \S", ln)]
     assert entity_lines, res.stdout  # at least one entity printed as TYPE [start, end) text

@@ -55,12 +55,12 @@ def test_health_reports_the_test_score_of_each_corpus():
     assert set(health["test_scores"]) == {"msra", "weibo", "resume"}
 
 
-def test_data_list_wraps_descriptions_at_word_ends(shared_data):
+def test_data_list_wraps_descriptions_at_word_ends():
     from zhner.data.catalogue import DATASETS
 
     res = zhner("data", "list")
     assert res.returncode == 0, res.stderr
     words = res.stdout.split()
-    for info in DATASETS.values():  # every word of every description is printed whole
+    for info in DATASETS.values():  # every word of every description is printed whole, its corpus here or not
         for word in info.description.split():
             assert word in words, word

@@ -93,7 +93,7 @@ def test_predict_command_confidence(tagger):
     assert [r["entities"] for r in records] == tagger.predict(TEXTS, confidence=True)
 
 
-def test_bio_scores_exclude_a_following_inside_tag(tmp_path, shared_data):
+def test_bio_scores_exclude_a_following_inside_tag(tmp_path):
     """In BIO a span B-X I-X ends only where the next tag is not I-X: its score is P(its tags, and no I-X after), which
     differs from the probability of its tags alone. A tiny untrained TENER on a BIO folder, with its output bias and
     transitions drawn so that it finds multi-character entities, checked against enumerating all 5^6 paths."""

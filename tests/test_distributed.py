@@ -45,7 +45,7 @@ def _train(out, nproc, shared_env, extra=()):
 
 # with weight averaging only process 0 keeps the average, and the model it saves is still the one-process model's
 @pytest.mark.parametrize("extra", [[], ["train.average_epochs=1"]], ids=["last-weights", "averaged"])
-def test_two_processes_train_like_one(tmp_path, shared_data, extra):
+def test_two_processes_train_like_one(tmp_path, extra):
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
     res1 = _train(one, 1, env, extra)

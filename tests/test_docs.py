@@ -1,6 +1,7 @@
-"""The documentation site builds with `mkdocs build --strict` (a broken link or page fails), its tables, CLI
-reference and HTTP API are generated from the results files and the code (scripts/docs_pages.py), not typed, and every
-`zhner` command in its pages still parses."""
+"""The documentation site builds with `mkdocs build --strict` (a broken link or page fails), its menu is the one
+mkdocs.yml names, its tables, CLI, HTTP and config reference are generated from the results files and the code
+(scripts/docs_pages.py), not typed, each results row says which model and encoder it is, the pages state findings
+rather than their history, and every `zhner` command in its pages still parses."""
 from __future__ import annotations
 
 import importlib.util
@@ -50,12 +51,136 @@ def test_site_builds_with_generated_tables(site):
     assert "+ constrained normal-init CRF" in findings  # a row of findings_flat_resume_switches.json
 
 
+def test_the_menu_is_shaped_for_its_readers():
+    """An explicit nav: a newcomer's page first, then guides, models, results, reference and development; every page
+    of docs/ is in it (mkdocs' omitted_files check fails the strict build otherwise)."""
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+    sections = [next(iter(item)) for item in config["nav"]]
+    assert sections == ["Home", "Get started", "Guides", "Models", "Results", "Reference", "Development"]
+    nav = {next(iter(item)): next(iter(item.values())) for item in config["nav"]}
+    reference = {next(iter(page)) for page in nav["Reference"]}
+    assert {"CLI", "HTTP API", "Python API", "Config fields", "Errors and guarantees"} <= reference
+    assert len(nav["Models"]) == len(list((REPO / "docs" / "models").glob("*.md")))  # one page per paper
+    # one page per subject: the CLI and the error pages were two each
+    assert not (REPO / "docs" / "cli-reference.md").exists() and not (REPO / "docs" / "error-handling.md").exists()
+
+
+def _tables(markdown: str) -> list[list[list[str]]]:
+    """The Markdown tables of a page: each a list of rows, each a list of its cells (header first, the rule left out)."""
+    tables, rows = [], []
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("|"):
+            if not re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", line.strip()):
+                rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            tables.append(rows)
+            rows = []
+    return tables
+
+
+def test_results_rows_are_labelled_by_model_and_encoder():
+    """Each row of the generated results and speed tables is told apart by its label (model, encoder, variant; for
+    speed also the dataset): an e5-small row never reads like the plain model's. No cell is left empty, and no table
+    is wider than 10 columns (wider ones ran off the page)."""
+    pages = _pages_module()
+    for name in ("results", "classification", "speed"):
+        tables = _tables(pages.part(name))
+        assert tables, name
+        for table in tables:
+            header, rows = table[0], table[1:]
+            assert len(header) <= 10, f"{name}: {len(header)} columns: {header}"
+            assert all(cell for row in rows for cell in row), f"{name}: an empty cell in {header}"
+            if "model" in header and "encoder" in header and "Span F" not in header:
+                keys = [c for c in ("model", "encoder", "variant", "dataset") if c in header]
+                labels = [tuple(row[header.index(c)] for c in keys) for row in rows]
+                assert len(labels) == len(set(labels)), f"{name}: two rows labelled alike in {header}"
+    for name in sorted(_markers() - {"cli-reference", "openapi", "config-reference"}):  # every generated table
+        for table in _tables(pages.part(name)):
+            assert all(cell for row in table[1:] for cell in row), f"{name}: an empty cell in {table[0]}"
+    speed = pages.part("speed")
+    assert "| ATSSA | LAC vectors | resume | 120.0 |" in speed and "| ATSSA | e5-small | resume | 8.8 |" in speed
+    results = pages.part("results")
+    assert "| FLAT | e5-small | — |" in results and "| FLAT | LAC vectors | — |" in results
+
+
+DOCS_PAGES = sorted((REPO / "docs").rglob("*.md"))
+
+
+def _markers() -> set[str]:
+    """The generated parts the pages ask for."""
+    pages = _pages_module()
+    return {name for page in DOCS_PAGES for name in pages.MARKER.findall(page.read_text(encoding="utf-8"))}
+HISTORY = re.compile(r"\b(?:session|issue|round)s? \d+|\(round \d+\)|earlier sessions|this session|the README's earlier"
+                     r"|\bnew default\b|\bold default\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", DOCS_PAGES, ids=lambda p: p.relative_to(REPO / "docs").as_posix())
+def test_pages_state_findings_not_history(page):
+    """History stays in CHANGELOG.md: no page names a work session, an issue or a round, or a default by its age; no
+    page links into ../shared/ (not part of the repository), and none links to the removed pages."""
+    text = page.read_text(encoding="utf-8")
+    found = HISTORY.findall(text)
+    assert not found, f"{page.name}: {found}"
+    assert not re.search(r"\]\([^)]*shared/", text), f"{page.name} links into shared/, which is not in the repository"
+    assert not re.search(r"\]\([^)]*(?:cli-reference|error-handling)\.md", text)
+
+
+@pytest.mark.parametrize("page", DOCS_PAGES, ids=lambda p: p.relative_to(REPO / "docs").as_posix())
+def test_hand_written_tables_have_no_empty_cells(page):
+    """An empty cell says nothing: a table says "not run", "base", "—" with a note, or what else it means."""
+    for table in _tables(page.read_text(encoding="utf-8")):
+        for row in table[1:]:
+            assert all(row), f"{page.name}: an empty cell in {row}"
+
+
+@pytest.mark.parametrize("page", DOCS_PAGES, ids=lambda p: p.relative_to(REPO / "docs").as_posix())
+def test_markdown_renders_as_written(page):
+    """What Python-Markdown reads otherwise than GitHub does: a list right after a paragraph line is part of the
+    paragraph, and a table or fenced block indented into a list item is not one (found by looking at the site)."""
+    fence = False
+    lines = page.read_text(encoding="utf-8").split("\n")
+    for number, (before, line) in enumerate(zip([""] + lines, lines), start=1):
+        if line.startswith("```"):
+            fence = not fence
+        if fence:
+            continue
+        where = f"{page.name}:{number}"
+        starts_list = re.match(r"^(?:- |\d+\. )", line)
+        after_text = before.strip() and not re.match(r"^(?:\s|- |\d+\. |#|```)", before)
+        assert not (starts_list and after_text), f"{where}: a list needs a blank line before it"
+        assert not re.match(r"^ +(?:\||```)", line), f"{where}: an indented table or fence does not render in a list"
+
+
+def test_generated_tables_state_findings_not_history():
+    pages = _pages_module()
+    for name in ("results", "classification", "speed", "findings:flat_resume", "findings:flat_weibo",
+                 "findings:flat_resume_recipes", "findings:flat_weibo_recipes"):
+        found = HISTORY.findall(pages.part(name))
+        assert not found, f"{name}: {found}"
+
+
+def test_readme_links_to_pages_that_exist():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (REPO / target).is_file(), f"README.md links to {target}, which does not exist"
+
+
+def test_config_reference_lists_every_field(site):
+    from zhner.config import DataConfig, EmbeddingConfig, TrainConfig
+    from zhner.models import MODELS
+
+    page = (site / "config" / "index.html").read_text(encoding="utf-8")
+    for section in (DataConfig, EmbeddingConfig, TrainConfig, *(cfg for cfg, _ in MODELS.values())):
+        for field in section.model_fields:
+            assert f"<code>{field}</code>" in page, f"{section.__name__}.{field} is not on the config page"
+
+
 def test_cli_reference_and_http_api_come_from_the_code(site):
     import typer.main
 
     from zhner.cli import app
 
-    reference = (site / "cli-reference" / "index.html").read_text(encoding="utf-8")
+    reference = (site / "cli" / "index.html").read_text(encoding="utf-8")
     for name in typer.main.get_command(app).commands:
         assert f"zhner {name}" in reference
     assert "zhner data fetch" in reference
@@ -78,6 +203,8 @@ def test_a_broken_link_fails_the_build(tmp_path):
     config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
     config["docs_dir"] = str(docs)
     config["hooks"] = [str(REPO / h) for h in config["hooks"]]
+    config.pop("nav")  # the site's menu names pages this one lacks: the link must be the only fault
+    config.pop("extra_css")
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     done = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0

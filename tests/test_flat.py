@@ -1,11 +1,12 @@
 """FLAT: span distances, the projected-table position encoding against Eq. 8 as written, Eq. 11 attention against a naive
-implementation, masks, padding invariance, a few training steps on real Resume sentences, save/load, the compat preset."""
+implementation, masks, padding invariance, a few training steps on real sentences (mini, the corpus the package
+carries), save/load, the compat preset."""
 import math
 
 import pytest
 import torch
 
-from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
+from conftest import MINI, REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.nn import span_position as sp
@@ -15,7 +16,7 @@ from zhner.config import Config, config_from_dict, load_config
 from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare
 
-TINY_FLAT = [
+TINY_FLAT = MINI + [
     "model.heads=2",
     "model.head_dim=8",
     "data.max_train_sentences=40",
@@ -257,7 +258,7 @@ def test_compat_preset_fills_release_values():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(shared_data):
+def tiny_run():
     torch.set_num_threads(1)
     config = load_config(REPO / "zhner" / "configs" / "flat_resume.yaml", TINY_FLAT)
     return prepare(config, log=lambda _: None)

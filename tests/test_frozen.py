@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import MINI
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.nn.bert import BertCharFeatures, load_pretrained, memo_disabled
@@ -15,7 +16,7 @@ from zhner.train.trainer import make_optimizer, prepare, train
 
 E5_CONFIGS = ["bert_e5_resume", "bert_e5_weibo", "bert_e5_msra", "flat_e5_resume", "flat_e5_weibo", "nflat_e5_resume",
               "nflat_e5_weibo"]
-TINY = ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.batch_size=4"]
+TINY = MINI + ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.batch_size=4"]
 
 
 def frozen_features(tiny_sp_bert) -> BertCharFeatures:

@@ -4,13 +4,13 @@ import pytest
 import torch
 
 from cli_runner import run_zhner
-from conftest import REPO, TINY_TENER
+from conftest import MINI, REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.train.trainer import bert_depths, lr_lambda, make_optimizer, prepare
 
-TINY = ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.epochs=1", "train.batch_size=6",
+TINY = MINI + ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.epochs=1", "train.batch_size=6",
         "train.lr=0.001", "train.bert_lr=0.0001"]
 
 
@@ -88,7 +88,7 @@ def test_acts_counts_its_two_encoders_apart():
     assert depths["english.bert.model.encoder.layer.0.dense.bias"] == 0
 
 
-def test_a_model_without_bert_refuses_the_field(tmp_path, shared_data):
+def test_a_model_without_bert_refuses_the_field(tmp_path):
     config = load_config(resolve_config("tener_resume"), TINY_TENER + ["train.bert_layer_decay=0.9"])
     with pytest.raises(ZhnerError, match="has no BERT encoder") as error:
         prepare(config, log=lambda _: None)

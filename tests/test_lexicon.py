@@ -21,15 +21,9 @@ from zhner.lexicon.table import Vectors
 from zhner.lexicon.vectors import compose_vectors, embedding_matrix, load_vectors
 from zhner.lexicon.word2vec import load_word2vec_text
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-LAC_MATCHED = SHARED / "char_emb_lac" / "lac_char_emb.128d.matched_resume_weibo_msra.txt"
-RESUME_TRAIN = SHARED / "resume_ner" / "train.char.bmes"
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    return path
+# LAC's table as a word2vec text file, restricted to the characters of Resume, Weibo and MSRA: a file of the benchmark
+# corpora's folder (shared_data), as the papers' releases distribute it
+LAC_MATCHED = Path("char_emb_lac") / "lac_char_emb.128d.matched_resume_weibo_msra.txt"
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +61,10 @@ def test_match_hand_examples():
     assert lex.match_many(["中国", "", "北京"]) == [[(0, 2, "中国")], [], [(0, 2, "北京")]]
 
 
-def test_match_equals_bruteforce_on_resume(jieba_lexicon):
-    sentences = [s.text for s in read_corpus(need(RESUME_TRAIN)).sentences[:200]]
+def test_match_equals_bruteforce_on_real_sentences(jieba_lexicon):
+    from zhner.data.registry import find_file
+
+    sentences = [s.text for s in read_corpus(find_file("mini", "train")).sentences[:200]]
     words, longest = set(jieba_lexicon.words), jieba_lexicon.max_len
     total = 0
     for text in sentences:
@@ -200,7 +196,7 @@ def test_lac_vectors(lac):
 
 
 def test_lac_equals_converted_text_file(lac, shared_data):
-    ref = load_word2vec_text(need(LAC_MATCHED), cache=False)
+    ref = load_word2vec_text(shared_data / LAC_MATCHED, cache=False)
     assert len(ref) == 5320 and ref.dim == 128
     rows = [lac.index()[t] for t in ref.tokens]  # every token of the file is in the table
     np.testing.assert_allclose(lac.matrix[rows], ref.matrix, rtol=0, atol=1e-6)

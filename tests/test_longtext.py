@@ -104,7 +104,7 @@ def test_stitch_prefers_the_span_farthest_from_an_edge():
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, shared_data):
+def tiny_model(tmp_path_factory):
     from zhner.config import load_config
     from zhner.train.trainer import prepare
 
@@ -123,14 +123,15 @@ def test_memory_budget_sets_the_chunk_length(tiny_model):
 
 
 def test_predict_100k_character_document(tiny_model, tmp_path):
-    """One 100,000-character line: Resume test sentences, then a 5,000-character stretch without sentence punctuation
+    """One 100,000-character line: mini's sentences, then a 5,000-character stretch without sentence punctuation
     (windows). Every entity must sit at its offsets; in the sentence part, the entities of each piece tagged on its own,
     shifted by the piece's offset, are exactly what the document gets."""
     from zhner.data.registry import load_dataset
     from zhner.tagger import Tagger
 
     model_dir, run = tiny_model
-    sentences = ["".join(s.tokens) for s in load_dataset("resume")["test"].sentences]
+    mini = load_dataset("mini")
+    sentences = ["".join(s.tokens) for split in ("test", "dev", "train") for s in mini[split].sentences]
     doc, k = "", 0
     while len(doc) < 95_000:
         s = sentences[k % len(sentences)]
@@ -176,7 +177,8 @@ def test_a_long_line_is_tagged_as_its_sentences(tiny_model, monkeypatch):
     from zhner.data.registry import load_dataset
 
     tagger = tiny_model[1].tagger
-    line = "".join(s.text for s in load_dataset("resume")["test"].sentences[:200]).replace("\n", "")[:3_000]
+    mini = load_dataset("mini")
+    line = "".join(s.text for s in (mini["test"].sentences + mini["dev"].sentences)[:200]).replace("\n", "")[:3_000]
     starts = [0] + [m.end() for m in SENTENCE_END.finditer(line) if m.end() < len(line)]
     sentences = [line[a:b] for a, b in zip(starts, starts[1:] + [len(line)])]
     assert len(sentences) > 50 and max(map(len, sentences)) < tagger.piece_chars()

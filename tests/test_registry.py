@@ -1,4 +1,5 @@
-"""Tests of the dataset registry. No network: `fetch` is exercised against a loopback HTTP server."""
+"""Tests of the dataset registry. No network: `fetch` is exercised against a loopback HTTP server, on a stand-in for a
+fetchable dataset made of `mini`'s files (and, where the benchmark corpora are reachable, on Resume's real files)."""
 from __future__ import annotations
 
 import functools
@@ -9,6 +10,7 @@ import re
 import os
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,15 +19,15 @@ import zhner
 from zhner.data import registry
 from zhner.data.catalogue import DATASETS, get_info
 from zhner.data.download import fetch, sha256_file
-from zhner.data.registry import TEST_AS_DEV_LABEL, check, data_roots, find_file, load_dataset
+from zhner.data.registry import CARRIED_ROOT, TEST_AS_DEV_LABEL, check, data_roots, find_file, load_dataset
 from zhner.errors import ZhnerError
 
+# the registry's own `shared/data` root beside the checkout (the benchmark corpora, when present, come from the
+# `shared_data` fixture: found as the CLI finds them, $ZHNER_DATA first; this module's tests unset $ZHNER_DATA and so
+# name that folder explicitly)
 SHARED = Path(zhner.__file__).resolve().parents[2] / "shared" / "data"
 RESUME_FILES = [f"resume_ner/{s}.char.bmes" for s in ("train", "dev", "test")]
-
-needs_shared = pytest.mark.skipif(
-    not (SHARED / "resume_ner" / "train.char.bmes").is_file(), reason="../shared/data is not present"
-)
+MINI_FILES = [f"mini/{s}.char.bmes" for s in ("train", "dev", "test")]
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +47,7 @@ def _isolated_env(monkeypatch, tmp_path):
 
 def test_registry_entries_are_complete():
     assert set(DATASETS) == {
-        "resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4",
+        "mini", "resume", "weibo", "weibo-ne", "weibo-nm", "weibo-original", "msra", "ontonotes4",
         "conll2003", "sst2", "cola", "chnsenticorp",
     }
     for name, info in DATASETS.items():
@@ -64,6 +66,9 @@ def test_registry_entries_are_complete():
             if name == "ontonotes4":
                 assert f.sha256 is None and f.url is None
                 continue
+            if info.carried:  # inside the package: no URL, and the file the checksum names is there
+                assert f.url is None and sha256_file(CARRIED_ROOT / f.relpath) == f.sha256
+                continue
             assert re.fullmatch(r"[0-9a-f]{64}", f.sha256)
             assert re.fullmatch(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+", f.url)
     assert DATASETS["resume"].file("train").url == (
@@ -72,6 +77,7 @@ def test_registry_entries_are_complete():
     )
     assert DATASETS["msra"].file("dev") is None
     assert DATASETS["msra"].file("train").url.endswith("/data/MSRANER/train_dev.char.bmes")
+    assert [name for name, info in DATASETS.items() if info.carried] == ["mini"]
 
 
 def test_unknown_dataset_lists_known_names():
@@ -108,24 +114,31 @@ def test_data_roots_order(tmp_path, monkeypatch):
     roots = data_roots(explicit)
     assert roots[0] == explicit and roots[1] == env
     assert SHARED in roots and roots.index(SHARED) == 2
-    assert roots[-1] == tmp_path / "user-cache"
+    assert roots[-2:] == [tmp_path / "user-cache", CARRIED_ROOT]  # the carried corpora come after every other root
     assert data_roots()[0] == env
     with pytest.raises(ZhnerError, match="does not exist"):
         data_roots(tmp_path / "missing")
 
 
-@needs_shared
 def test_find_file_resolution_order(tmp_path, monkeypatch):
-    explicit, env = tmp_path / "explicit", tmp_path / "env"
+    explicit, env, shared = tmp_path / "explicit", tmp_path / "env", tmp_path / "shared"
+    monkeypatch.setattr(registry, "_shared_roots", lambda: [shared])  # the checkout's shared/data (test_data_roots_order)
     rel = "resume_ner/train.char.bmes"
-    in_explicit, in_env = _plant(explicit, rel), _plant(env, rel)
+    in_explicit, in_env, in_shared = _plant(explicit, rel), _plant(env, rel), _plant(shared, rel)
+    shared_dev = _plant(shared, "resume_ner/dev.char.bmes")
     monkeypatch.setenv("ZHNER_DATA", str(env))
     assert find_file("resume", "train", explicit) == in_explicit
     assert find_file("resume", "train") == in_env
     # dev is not under $ZHNER_DATA: the shared copy is next in line.
-    assert find_file("resume", "dev").resolve() == (SHARED / "resume_ner/dev.char.bmes").resolve()
+    assert find_file("resume", "dev") == shared_dev
     monkeypatch.delenv("ZHNER_DATA")
-    assert find_file("resume", "train").resolve() == (SHARED / rel).resolve()
+    assert find_file("resume", "train") == in_shared
+    # the carried corpus is found last: any other root's copy comes first
+    assert find_file("mini", "train") == CARRIED_ROOT / MINI_FILES[0]
+    in_cache = _plant(tmp_path / "user-cache", MINI_FILES[0])
+    assert find_file("mini", "train") == in_cache
+    assert find_file("mini", "train", explicit) == in_cache  # (an explicit folder without it: the next root)
+    assert find_file("mini", "dev") == CARRIED_ROOT / MINI_FILES[1]
 
 
 def test_find_file_user_cache_and_flat_folder(tmp_path, monkeypatch):
@@ -181,16 +194,34 @@ class _Server:
         self.thread.join(5)
 
 
-@pytest.fixture
-def served(tmp_path):
-    """A loopback server over a temp copy of the real Resume files (laid out as in shared/data)."""
-    if not (SHARED / "resume_ner" / "train.char.bmes").is_file():
-        pytest.skip("../shared/data is not present")
+FETCHABLE = "mini-fetch"  # the stand-in dataset of `served`
+
+
+def _serve(tmp_path: Path, source: Path, files: list[str]):
     root = tmp_path / "served"
-    for rel in RESUME_FILES:
+    for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(SHARED / rel, root / rel)
-    server = _Server(root)
+        shutil.copyfile(source / rel, root / rel)
+    return root, _Server(root)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A loopback server over a temp copy of `mini`'s files, and `mini-fetch`: mini's registry entry (its files and their
+    checksums) made a dataset to download, with source URLs and not carried. A stand-in for a benchmark corpus, which
+    a bare clone does not hold: fetch's work is the same (tests/test_registry.py's CLI test fetches Resume itself)."""
+    mini = DATASETS["mini"]
+    files = tuple(replace(f, url=f"https://example.invalid/{f.relpath}") for f in mini.files)
+    monkeypatch.setitem(DATASETS, FETCHABLE, replace(mini, name=FETCHABLE, files=files, carried=False))
+    root, server = _serve(tmp_path, CARRIED_ROOT, MINI_FILES)
+    yield root, server
+    server.close()
+
+
+@pytest.fixture
+def served_resume(tmp_path, shared_data):
+    """A loopback server over a temp copy of the real Resume files (laid out as in shared/data)."""
+    root, server = _serve(tmp_path, shared_data, RESUME_FILES)
     yield root, server
     server.close()
 
@@ -202,41 +233,42 @@ def _files(folder: Path) -> list[Path]:
 def test_fetch_downloads_verifies_and_skips(served, tmp_path):
     root, server = served
     cache = tmp_path / "cache"
-    paths = fetch("resume", cache_dir=cache, base_url=server.base_url + "/", timeout=10)
-    assert paths == [cache / rel for rel in RESUME_FILES]
-    for path, dfile in zip(paths, DATASETS["resume"].files):
+    paths = fetch(FETCHABLE, cache_dir=cache, base_url=server.base_url + "/", timeout=10)
+    assert paths == [cache / rel for rel in MINI_FILES]
+    for path, dfile in zip(paths, DATASETS[FETCHABLE].files):
         assert sha256_file(path) == dfile.sha256
-    assert sorted(server.requests) == sorted("/" + rel for rel in RESUME_FILES)
+    assert sorted(server.requests) == sorted("/" + rel for rel in MINI_FILES)
     assert _files(cache) == sorted(paths)  # no temporary files left over
     # The cache is now a data root of its own.
-    assert len(load_dataset("resume", data_dir=cache)["dev"]) == 463
+    dev = load_dataset(FETCHABLE, data_dir=cache)["dev"]
+    assert dev.path == str(cache / MINI_FILES[1]) and dev.sentences == load_dataset("mini")["dev"].sentences
     # Fetching again downloads nothing.
-    assert fetch("resume", cache_dir=cache, base_url=server.base_url) == paths
+    assert fetch(FETCHABLE, cache_dir=cache, base_url=server.base_url) == paths
     assert len(server.requests) == 3
 
 
 def test_fetch_corrupt_file_leaves_nothing(served, tmp_path):
     root, server = served
-    with open(root / RESUME_FILES[0], "ab") as handle:
+    with open(root / MINI_FILES[0], "ab") as handle:
         handle.write(b"x")
     cache = tmp_path / "cache"
     with pytest.raises(ZhnerError) as err:
-        fetch("resume", cache_dir=cache, base_url=server.base_url)
+        fetch(FETCHABLE, cache_dir=cache, base_url=server.base_url)
     message = str(err.value)
     assert "sha256 mismatch" in message and "train.char.bmes" in message
-    assert DATASETS["resume"].file("train").sha256 in message
-    assert sha256_file(root / RESUME_FILES[0]) in message
+    assert DATASETS[FETCHABLE].file("train").sha256 in message
+    assert sha256_file(root / MINI_FILES[0]) in message
     assert _files(cache) == []
 
 
 def test_fetch_404_is_clear(served, tmp_path):
     root, server = served
-    (root / RESUME_FILES[1]).unlink()  # dev
+    (root / MINI_FILES[1]).unlink()  # dev
     cache = tmp_path / "cache"
     with pytest.raises(ZhnerError, match="HTTP 404") as err:
-        fetch("resume", cache_dir=cache, base_url=server.base_url)
+        fetch(FETCHABLE, cache_dir=cache, base_url=server.base_url)
     assert "dev.char.bmes" in str(err.value)
-    assert _files(cache) == [cache / RESUME_FILES[0]]  # train was verified and kept; nothing else
+    assert _files(cache) == [cache / MINI_FILES[0]]  # train was verified and kept; nothing else
 
 
 def test_fetch_unreachable_is_clear(tmp_path):
@@ -257,30 +289,44 @@ def test_fetch_ontonotes_explains_licence(tmp_path):
     assert "train.char.bmes" in str(err.value)
 
 
+def test_fetch_of_the_carried_corpus_says_there_is_nothing_to_fetch(tmp_path):
+    with pytest.raises(ZhnerError, match="mini is carried inside the zhner package"):
+        fetch("mini", cache_dir=tmp_path / "cache")
+    assert _files(tmp_path / "cache") == []
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Loading the real corpora
 
 
-@needs_shared
-def test_load_resume():
-    data = load_dataset("resume")
+def test_load_mini():
+    """The carried corpus loads by name wherever zhner is installed: its sizes are those its description states."""
+    data = load_dataset("mini")
+    sizes = [len(data[s]) for s in ("train", "dev", "test")]
+    assert DATASETS["mini"].description.endswith("/".join(map(str, sizes)) + " sentences")
+    assert data["train"].scheme == "bmes" and data["train"].path == str(CARRIED_ROOT / MINI_FILES[0])
+    types = {t for split in data.values() for spans in split.spans(strict=True) for _, _, t in spans}
+    assert types == {"PER", "LOC", "ORG"}
+    assert [r["status"] for r in check("mini")] == ["ok"] * 3
+
+
+def test_load_resume(shared_data):
+    data = load_dataset("resume", data_dir=shared_data)
     assert [len(data[s]) for s in ("train", "dev", "test")] == [3821, 463, 477]
     assert data["train"].scheme == "bmes"
 
 
-@needs_shared
-def test_load_weibo_original_and_bmes():
-    data = load_dataset("weibo-original")
+def test_load_weibo_original_and_bmes(shared_data):
+    data = load_dataset("weibo-original", data_dir=shared_data)
     assert [len(data[s]) for s in ("train", "dev", "test")] == [1350, 270, 270]
     assert data["train"].scheme == "bio"
-    bmes = load_dataset("weibo")
+    bmes = load_dataset("weibo", data_dir=shared_data)
     assert [len(bmes[s]) for s in ("train", "dev", "test")] == [1350, 270, 270]
     assert bmes["dev"].sentences[0].tokens == data["dev"].sentences[0].tokens
 
 
-@needs_shared
-def test_check_resume_all_ok():
-    rows = check("resume")
+def test_check_resume_all_ok(shared_data):
+    rows = check("resume", shared_data)
     assert [r["split"] for r in rows] == ["train", "dev", "test"]
     assert all(r["status"] == "ok" and r["error"] is None for r in rows)
     assert [r["sentences"] for r in rows] == [3821, 463, 477]
@@ -295,18 +341,16 @@ def test_check_reports_missing_and_mismatch(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def msra_loads():
+def msra_loads(shared_data):
     """Every MSRA split loaded once per option, reading each file only once (the train file is 13 MB)."""
-    if not (SHARED / "msra_ner" / "train_dev.char.bmes").is_file():
-        pytest.skip("../shared/data/msra_ner is not present")
     cached = functools.lru_cache(maxsize=None)(registry.read_corpus)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(registry, "read_corpus", cached)
         mp.delenv("ZHNER_DATA", raising=False)
         yield {
-            "heldout": load_dataset("msra"),
-            "heldout-again": load_dataset("msra", msra_dev="heldout"),
-            "test": load_dataset("msra", msra_dev="test"),
+            "heldout": load_dataset("msra", data_dir=shared_data),
+            "heldout-again": load_dataset("msra", msra_dev="heldout", data_dir=shared_data),
+            "test": load_dataset("msra", msra_dev="test", data_dir=shared_data),
         }
 
 
@@ -396,12 +440,13 @@ def test_load_folder_errors(tmp_path):
         load_dataset(tmp_path / "nowhere")
 
 
-def test_fetch_and_check_through_the_cli(served, tmp_path):
-    """`zhner data fetch` and `zhner data check` as a user runs them, against the loopback server."""
+def test_fetch_and_check_through_the_cli(served_resume, tmp_path):
+    """`zhner data fetch` and `zhner data check` as a user runs them, against the loopback server over Resume's real
+    files (their checksums are the catalogue's)."""
     import subprocess
     import sys
 
-    root, server = served
+    root, server = served_resume
     cache = tmp_path / "cli-cache"
     env = {k: v for k, v in os.environ.items() if k != "ZHNER_DATA"}
     res = subprocess.run(

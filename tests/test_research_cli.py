@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import MINI, REPO
 from test_cli import assert_clean_error, zhner
+from zhner.data.registry import find_file
 from zhner.evaluate.significance import paired_t_test
 
-TINY = [
+TINY = MINI + [
     "model.heads=2",
     "model.head_dim=8",
     "data.max_train_sentences=32",
@@ -26,7 +27,7 @@ def sets(overrides):
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory, shared_data):
+def swept(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "topk"
     res = zhner("sweep", "atssa_resume", "-o", out, "--param", "model.topk=1,3", "--seeds", "2", *sets(TINY))
     assert res.returncode == 0, res.stderr
@@ -136,19 +137,21 @@ def test_compare_two_models_sentence_by_sentence(swept):
     """`compare A B --on DATA`: each model's F1 is what `evaluate` gives, with a randomization test between them."""
     out, _ = swept
     a, b = out / "topk=3" / "seed42", out / "topk=1" / "seed42"
-    res = zhner("compare", a, b, "--on", "resume:dev", "--resamples", "200", "--json")
+    res = zhner("compare", a, b, "--on", "mini:dev", "--resamples", "200", "--json")
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)
     for model, key in ((a, "f1_a"), (b, "f1_b")):
-        evaluated = json.loads(zhner("evaluate", model, "resume:dev", "--json").stdout)
+        evaluated = json.loads(zhner("evaluate", model, "mini:dev", "--json").stdout)
         assert round(100 * result["strict"][key], 2) == evaluated["strict"]["f1"]
         assert round(100 * result["lenient"][key], 2) == evaluated["lenient"]["f1"]
-    assert result["strict"]["sentences"] == 463 and 0 < result["strict"]["p"] <= 1
-    itself = json.loads(zhner("compare", a, a, "--on", "resume:dev", "--resamples", "50", "--json").stdout)
+    dev = find_file("mini", "dev").read_text(encoding="utf-8")
+    assert result["strict"]["sentences"] == sum(1 for block in dev.split("\n\n") if block.strip())
+    assert 0 < result["strict"]["p"] <= 1
+    itself = json.loads(zhner("compare", a, a, "--on", "mini:dev", "--resamples", "50", "--json").stdout)
     assert itself["strict"]["diff"] == 0 and itself["strict"]["p"] == 1
-    table = zhner("compare", a, b, "--on", "resume:dev", "--resamples", "50")
+    table = zhner("compare", a, b, "--on", "mini:dev", "--resamples", "50")
     assert table.returncode == 0 and "approximate randomization" in table.stdout
-    assert_clean_error(zhner("compare", out / "topk=3", b, "--on", "resume:dev"), "run set")
+    assert_clean_error(zhner("compare", out / "topk=3", b, "--on", "mini:dev"), "run set")
 
 
 def test_compare_refuses_models_that_read_the_data_in_different_types(swept, tmp_path):
@@ -162,12 +165,14 @@ def test_compare_refuses_models_that_read_the_data_in_different_types(swept, tmp
     dropping = tmp_path / "dropping"
     shutil.copytree(a, dropping)
     config = yaml.safe_load((dropping / "config.yaml").read_text(encoding="utf-8"))
-    types = ["CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"]  # Resume's
-    config["data"]["type_map"] = {t: (None if t == "NAME" else t) for t in types}
+    tags = [line.split()[-1] for line in find_file("mini", "train").read_text(encoding="utf-8").splitlines() if line.strip()]
+    types = sorted({t[2:] for t in tags if t != "O"})  # mini's: LOC, ORG, PER
+    assert "PER" in types
+    config["data"]["type_map"] = {t: (None if t == "PER" else t) for t in types}
     (dropping / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
-    assert zhner("evaluate", dropping, "resume:dev").returncode == 0  # the model itself still loads and scores
-    res = zhner("compare", a, dropping, "--on", "resume:dev", "--resamples", "10")
-    assert_clean_error(res, "resume:dev", "different entity types")
+    assert zhner("evaluate", dropping, "mini:dev").returncode == 0  # the model itself still loads and scores
+    res = zhner("compare", a, dropping, "--on", "mini:dev", "--resamples", "10")
+    assert_clean_error(res, "mini:dev", "different entity types")
 
 
 def test_attention_cli(swept, tmp_path):

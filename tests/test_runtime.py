@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import MINI, REPO
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
@@ -29,17 +29,18 @@ from zhner.runtime import RuntimeTagger  # noqa: E402
 
 # FLAT with a word vocabulary (words + bigrams): the runtime's richest inputs. Every other exported model's runtime
 # inputs (TENER's normalised digits and LAC's features, NFLAT, ATSSA, BiLSTM-CRF) are checked against PyTorch on the
-# Resume test set by tests/test_export.py.
+# sentences of mini by tests/test_export.py.
 TINY = {"flat_resume": ["model.heads=2", "model.head_dim=8", "model.word_embedding=table"]}
 TEXTS = ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作，电话010-12345678。", "", "王五生于广州市。"]
 
 
-def test_word_matcher_finds_what_the_lexicon_finds(shared_data):
+def test_word_matcher_finds_what_the_lexicon_finds():
     from zhner.data.registry import load_dataset
 
     lexicon = Lexicon.load(default_model_dir() / "lexicon.txt")
     matcher = WordMatcher.load(default_model_dir() / "lexicon.txt")
-    texts = [s.text for s in load_dataset("resume")["test"].sentences[:200]] + ["", "中华人民共和国国务院总理", "ab"]
+    mini = load_dataset("mini")
+    texts = [s.text for s in (mini["test"].sentences + mini["dev"].sentences)[:200]] + ["", "中华人民共和国国务院总理", "ab"]
     assert sum(len(lexicon.match(t)) for t in texts) > 1000
     assert [matcher.match(t) for t in texts] == [lexicon.match(t) for t in texts]
 
@@ -58,9 +59,10 @@ def test_span_probabilities_equal_the_crf():
 
 
 @pytest.fixture(scope="module", params=list(TINY))
-def exported(request, tmp_path_factory, shared_data):
+def exported(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param) / "model"
-    common = ["data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=2", "train.batch_size=10",
+    # 200 of mini's sentences, 4 epochs (with 2 the model tags no entity yet)
+    common = [*MINI, "data.max_train_sentences=200", "data.max_eval_sentences=20", "train.epochs=4", "train.batch_size=10",
               "train.optimizer=adamw", "train.lr=0.005"]
     train(load_config(resolve_config(request.param), TINY[request.param] + common), out, log=lambda _: None)
     tagger = Tagger.load(out)
@@ -72,13 +74,15 @@ def test_runtime_tags_like_pytorch(exported):
     from zhner.data.registry import load_dataset
 
     out, tagger = exported
-    texts = [s.text for s in load_dataset("resume")["test"].sentences] + TEXTS
+    mini = load_dataset("mini").values()  # all of mini: more characters than Resume's test set, which this test used
+    texts = [s.text for corpus in mini for s in corpus.sentences] + TEXTS
     texts.append("。".join(texts[:40]) + "".join(texts[40:45]) * 3)  # a long line: cut at sentence ends, then windows
     assert len(texts[-1]) > 3 * tagger.piece_chars()
     runtime = RuntimeTagger.load(out)
     assert runtime.piece_chars() == tagger.piece_chars()
     expected, got = tagger.predict(texts, confidence=False), runtime.predict(texts, batch_size=7)
-    assert sum(map(len, expected)) > 300  # a model that tags entities, so that equality means something
+    gold = sum(len(spans) for corpus in mini for spans in corpus.spans())
+    assert sum(map(len, expected)) > gold / 5  # a model that tags entities, so that equality means something
     assert got == expected
 
 
@@ -233,9 +237,6 @@ def test_cli_runtime_refuses_what_it_cannot_do(exported):
     assert res.returncode != 0 and res.stderr.strip() == (
         "error: --nbest: not with --runtime onnx (the exported graph runs on the CPU, its long-text pieces fixed at "
         "export); use --runtime torch")
-    res = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--runtime", "onnx", "--text", "张三"],
-                         capture_output=True, text=True, cwd=REPO)
-    assert res.returncode != 0 and "needs -m MODEL_DIR" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):
@@ -255,12 +256,12 @@ def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):
         RuntimeTagger.load(out, tmp_path / "bad.onnx")
 
 
-def test_a_lattice_model_on_bert_cuts_text_at_the_encoders_window(tiny_sp_bert, tmp_path, shared_data):
+def test_a_lattice_model_on_bert_cuts_text_at_the_encoders_window(tiny_sp_bert, tmp_path):
     """FLAT + a BERT encoder: a piece of text is at most one BERT window (here 62 of 64 positions), so the exported
     graph, which takes one window, gets pieces it can take, and the runtime tags long text as PyTorch does."""
     from zhner.data.registry import load_dataset
 
-    overrides = ["data.max_train_sentences=60", "data.max_eval_sentences=10", "train.epochs=1", "train.batch_size=10",
+    overrides = [*MINI, "data.max_train_sentences=60", "data.max_eval_sentences=10", "train.epochs=1", "train.batch_size=10",
                  f"model.bert={tiny_sp_bert}", "model.heads=2", "model.head_dim=8"]
     train(load_config(resolve_config("flat_e5_resume"), overrides), tmp_path, log=lambda _: None)
     tagger = Tagger.load(tmp_path)
@@ -268,7 +269,7 @@ def test_a_lattice_model_on_bert_cuts_text_at_the_encoders_window(tiny_sp_bert, 
     export_onnx(tagger, tmp_path / "model.onnx")
     runtime = RuntimeTagger.load(tmp_path)
     assert runtime.piece_chars() == 62
-    texts = [s.text for s in load_dataset("resume")["test"].sentences[:40]]
+    texts = [s.text for s in load_dataset("mini")["test"].sentences[:40]]
     texts.append("".join(texts[:12]).replace("。", "，"))  # one sentence of several windows
     assert len(texts[-1]) > 3 * 62
     expected = tagger.predict(texts, confidence=False)

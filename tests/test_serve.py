@@ -53,7 +53,7 @@ def live_server(app):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("serve_model")
     config = load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES)
     train(config, out, log=lambda _: None)
@@ -68,8 +68,8 @@ def server(model_dir):
 
 
 @pytest.fixture(scope="module")
-def sentences(shared_data):
-    return [s.text for s in load_dataset("resume")["test"].sentences[:40]]
+def sentences():
+    return [s.text for s in load_dataset("mini")["test"].sentences[:40]]
 
 
 def check_records(texts, records, tagger):
@@ -214,14 +214,14 @@ def test_nbest_field(server, sentences):
     assert (err.value.status, err.value.field) == (422, "texts[1]")
 
 
-def test_translations_reach_an_acts_model(shared_data, tmp_path):
+def test_translations_reach_an_acts_model(tmp_path):
     """An ACT-S model reads the translation(s) a request gives, as Tagger.predict / nbest do; an untrained one finds many
     entities, so scores that move with the translation show it arrived."""
     from fastapi.testclient import TestClient
 
-    run = prepare(config_from_dict(tiny_config(shared_data, tmp_path)), log=lambda _: None)  # no translator
+    run = prepare(config_from_dict(tiny_config(tmp_path)), log=lambda _: None)  # no translator; mini's sentences
     tagger, texts = run.tagger, [ex.text for ex in run.splits["train"]][:3]
-    given = ["Gao Yong, male, Chinese nationality", None, "Born in 1966"]
+    given = ["Ouyang Zhenyu attended an investment fair in Chengdu", None, "Incomes kept growing this year"]
     with TestClient(create_app(tagger, LIMITS)) as client:
         one = client.post("/v1/ner", json={"text": texts[0], "translation": given[0], "confidence": True})
         assert one.status_code == 200, one.text
@@ -392,8 +392,8 @@ def test_health_labels_and_openapi(server):
     client, tagger = server
     health = client.get("/health").json()
     types = sorted({t[2:] for t in tagger.featurizer.tags if t != "O"})
-    assert health["status"] == "ok" and health["model"] == "tener" and health["dataset"] == "resume"
-    assert health["test_scores"] == {"resume": tagger.metrics["test"]["strict"]["f1"]}  # one corpus: its own test
+    assert health["status"] == "ok" and health["model"] == "tener" and health["dataset"] == "mini"
+    assert health["test_scores"] == {"mini": tagger.metrics["test"]["strict"]["f1"]}  # one corpus: its own test
     assert health["labels"] == types and health["limits"]["max_text_chars"] == 500
     assert health["uptime_s"] > 0
     time.sleep(0.01)
@@ -618,10 +618,10 @@ def test_serve_errors_are_one_line(tmp_path, monkeypatch, capsys):
 
 def test_resolve_model_dir(tmp_path, monkeypatch):
     from zhner import cli
-    from zhner import tagger as tagger_module
+    from zhner import shipped
     from zhner.errors import ZhnerError
 
-    monkeypatch.setattr(tagger_module, "DEFAULT_MODEL", tmp_path / "default_model")
+    monkeypatch.setattr(shipped, "DEFAULT_MODEL", tmp_path / "default_model")
     assert cli.resolve_model_dir(tmp_path / "mine") == tmp_path / "mine"
     with pytest.raises(ZhnerError, match="no model given.*pass -m DIR"):
         cli.resolve_model_dir(None)

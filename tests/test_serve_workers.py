@@ -5,8 +5,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +23,7 @@ from zhner.train.trainer import train
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, shared_data):
+def model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("workers_model")
     train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
     return out
@@ -171,3 +173,70 @@ def test_load_test_counts_every_process_of_the_server():
     finally:
         child.kill()
         child.wait()
+
+
+def drained_request(url: str, results: list) -> threading.Thread:
+    """A request of 200 texts of 1,000 characters, in a thread: in flight when the server is told to stop."""
+    texts = ["张三毕业于北京大学，现任中国人民银行行长。" * 48] * 200
+    thread = threading.Thread(target=lambda: results.append(httpx.post(f"{url}/v1/ner", json={"texts": texts}, timeout=120)))
+    thread.start()
+    return thread
+
+
+def test_a_killed_worker_is_logged_and_replaced_and_sigterm_drains(model_dir):
+    """A SIGKILLed worker: the supervisor logs its death and its replacement at WARNING, and the replacement serves.
+    SIGTERM then lets an in-flight request finish and the server exits 0. The supervisor never loads torch."""
+    proc, url = start_workers(model_dir)
+    try:
+        pids = worker_pids(url, 2)
+        maps = Path(f"/proc/{proc.pid}/maps")
+        if maps.exists():
+            assert "libtorch" not in maps.read_text()  # ~300 MB it would hold for nothing
+        victim = min(pids)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.time() + 120
+        new: set[int] = set()
+        while not new:
+            assert time.time() < deadline, "the killed worker was not replaced"
+            new = worker_pids(url, 1, tries=8) - pids
+        results: list = []
+        thread = drained_request(url, results)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    thread.join(120)
+    assert proc.returncode == 0, err
+    assert results and results[0].status_code == 200 and len(results[0].json()["results"]) == 200
+    replacement = next(iter(new))
+    assert f"WARNING:  worker {victim} died (killed by SIGKILL); restarting it as worker {replacement}" in err.splitlines()
+    assert "Traceback" not in err and wait_gone(pids | new) == set()
+
+
+def test_one_worker_drains_and_exits_0_on_sigterm(model_dir):
+    """Without --workers, SIGTERM stops the server as Ctrl-C does: the request in flight is answered, exit 0 (uvicorn
+    raises the signal again once it has stopped; that is not a failure)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                httpx.get(f"{url}/health", timeout=2).raise_for_status()
+                break
+            except httpx.TransportError:
+                assert time.time() < deadline, "zhner serve did not start"
+                time.sleep(0.2)
+        results: list = []
+        thread = drained_request(url, results)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    thread.join(120)
+    assert proc.returncode == 0, err
+    assert results and results[0].status_code == 200
+    assert "Traceback" not in err and "terminated" not in err

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cli_runner import run_zhner
-from conftest import REPO, TINY_TENER
+from conftest import BERT_VOCAB, REPO, TEST_DATA, TINY_TENER
 import zhner
 from zhner.classifier import Classifier
 from zhner.cli import resolve_config
@@ -24,7 +24,7 @@ from zhner.train.trainer import train
 # a 2-layer, 32-wide BERT from random initialisation with bert-base-chinese's vocabulary (which also holds English
 # word pieces): fast enough for unit tests, and needs no pretrained weights
 TINY_BERT = [
-    "model.bert=../shared/data/bert_base_chinese_vocab",
+    f"model.bert={BERT_VOCAB}",
     "model.bert_weights=false",
     "model.bert_shape={num_hidden_layers: 2, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64, "
     "max_position_embeddings: 40}",
@@ -35,21 +35,29 @@ TINY_BERT = [
 ]
 
 
+# small corpora written for these tests (tests/data/small_tasks/, a README in each): English sentence sentiment in
+# SST-2's layout, Chinese review sentiment in ChnSentiCorp's, English word-level NER in CoNLL-2003's types
+SMALL_TASKS = TEST_DATA / "small_tasks"
+EN_SENTIMENT = [f"data.dataset={SMALL_TASKS / 'en_sentiment'}", "data.unit=word"]
+ZH_SENTIMENT = [f"data.dataset={SMALL_TASKS / 'zh_sentiment'}"]
+EN_NER = [f"data.dataset={SMALL_TASKS / 'en_ner'}"]
+
+
 def _train(config: str, out, overrides: list[str]) -> dict:
     return train(load_config(resolve_config(config), overrides), out, log=lambda _: None)
 
 
 @pytest.fixture(scope="module")
-def sst2_model(tmp_path_factory, shared_data):
+def sst2_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("sst2")
-    _train("bert_sst2", out, TINY_BERT + ["data.max_train_sentences=96", "data.max_eval_sentences=48"])
+    _train("bert_sst2", out, TINY_BERT + EN_SENTIMENT + ["data.max_train_sentences=96", "data.max_eval_sentences=48"])
     return out
 
 
 @pytest.fixture(scope="module")
-def conll_model(tmp_path_factory, shared_data):
+def conll_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("conll")
-    _train("bert_conll2003", out, TINY_BERT + ["data.max_train_sentences=64", "data.max_eval_sentences=24"])
+    _train("bert_conll2003", out, TINY_BERT + EN_NER + ["data.max_train_sentences=64", "data.max_eval_sentences=24"])
     return out
 
 
@@ -136,7 +144,7 @@ def test_classifier_reads_long_text_in_windows(sst2_model):
 
 
 def test_classifier_evaluate_and_predict_cli(sst2_model, tmp_path):
-    scored = run_zhner("evaluate", sst2_model, "sst2", "--json", cwd=REPO)
+    scored = run_zhner("evaluate", sst2_model, SMALL_TASKS / "en_sentiment", "--json", cwd=REPO)  # the data it trained on
     assert scored.returncode == 0, scored.stderr
     assert set(json.loads(scored.stdout)) >= {"accuracy", "mcc", "macro_f1"}
     (tmp_path / "in.jsonl").write_text('{"id": 7, "text": "a gorgeous film ."}\n', encoding="utf-8")
@@ -146,7 +154,7 @@ def test_classifier_evaluate_and_predict_cli(sst2_model, tmp_path):
     assert record["id"] == 7 and record["label"] in ("0", "1") and set(record["scores"]) == {"0", "1"}
     bad = run_zhner("predict", "--text", "x", "-m", sst2_model, "--format", "conll", cwd=REPO)
     assert bad.returncode != 0 and "for taggers" in bad.stderr and "Traceback" not in bad.stderr
-    wrong = run_zhner("evaluate", sst2_model, "conll2003", cwd=REPO)
+    wrong = run_zhner("evaluate", sst2_model, SMALL_TASKS / "en_ner" / "test.txt", cwd=REPO)
     assert wrong.returncode != 0 and "classification model" in wrong.stderr and "Traceback" not in wrong.stderr
 
 
@@ -197,6 +205,13 @@ def test_english_tagger_reports_character_offsets(conll_model):
     words, offsets = __import__("zhner.data.example", fromlist=["x"]).words_of(text)
     words_with_letters = [(s, e, w) for w, (s, e) in zip(words, offsets) if any(c.isalnum() for c in w)]
     assert [(e["start"], e["end"], e["text"]) for e in entities] == words_with_letters  # "," alone names nothing
+    dev = __import__("zhner.data.registry", fromlist=["x"]).load_dataset(SMALL_TASKS / "en_ner")["dev"]
+    assert tagger.evaluate(dev)["n_sentences"] == len(dev) > 0
+
+
+def test_english_tagger_evaluates_conll2003(conll_model, shared_data):
+    """A model trained on CoNLL-2003's types evaluates on CoNLL-2003 itself: every sentence of its dev split is scored."""
+    tagger = zhner.load(conll_model)
     corpus_scores = tagger.evaluate(__import__("zhner.data.registry", fromlist=["x"]).load_dataset("conll2003")["dev"])
     assert corpus_scores["n_sentences"] == 3250
 
@@ -239,8 +254,8 @@ def test_english_tagger_onnx_export_matches(conll_model, tmp_path):
         onnx.tag([Example(["x1" * 25])])  # one word of 49 pieces in this vocabulary
 
 
-def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path, shared_data):
-    _train("bert_conll2003", tmp_path, TINY_BERT + ["model.head=softmax", "data.max_train_sentences=32",
+def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path):
+    _train("bert_conll2003", tmp_path, TINY_BERT + EN_NER + ["model.head=softmax", "data.max_train_sentences=32",
                                                      "data.max_eval_sentences=8", "train.epochs=1"])
     tagger = zhner.load(tmp_path)
     assert tagger.model.crf is None
@@ -254,23 +269,24 @@ def test_softmax_head_trains_and_refuses_crf_only_features(tmp_path, shared_data
         tagger.predict(["Peter lives in Paris ."], confidence=True)
 
 
-def test_a_tagger_cannot_train_on_classification_data(tmp_path, shared_data):
+def test_a_tagger_cannot_train_on_classification_data(tmp_path):
     with pytest.raises(ZhnerError, match="tagging model"):
-        _train("tener_resume", tmp_path, TINY_TENER + ["data.dataset=sst2"])
-    with pytest.raises(ZhnerError, match="data.union.0.dataset: chnsenticorp is classification"):
-        _train("tener_resume", tmp_path, TINY_TENER + ["data.union=[{dataset: chnsenticorp}]"])
-    with pytest.raises(ZhnerError, match="data.union.0.dataset: sst2 is classification / word"):
-        _train("tener_chnsenticorp", tmp_path, ["data.union=[{dataset: sst2}]", "data.max_train_sentences=8"])
+        _train("tener_resume", tmp_path, TINY_TENER + EN_SENTIMENT)
+    zh, en = SMALL_TASKS / "zh_sentiment", SMALL_TASKS / "en_ner"
+    with pytest.raises(ZhnerError, match=re.escape(f"data.union.0.dataset: {zh} is classification / char, but mini is tagging")):
+        _train("tener_resume", tmp_path, TINY_TENER + [f"data.union=[{{dataset: {zh}}}]"])
+    with pytest.raises(ZhnerError, match=re.escape(f"data.union.0.dataset: {en} is tagging / word, but mini is tagging / char")):
+        _train("tener_resume", tmp_path, TINY_TENER + [f"data.union=[{{dataset: {en}}}]"])
 
 
-def test_bert_settings_are_checked(tmp_path, shared_data):
+def test_bert_settings_are_checked(tmp_path):
     with pytest.raises(ZhnerError, match="model.bert"):
-        _train("bert_sst2", tmp_path, ["model.bert=null"])
+        _train("bert_sst2", tmp_path, EN_SENTIMENT + ["model.bert=null"])
     with pytest.raises(ZhnerError, match="model.bert_shape.num_hidden_layer: not a BERT config field"):
-        _train("bert_sst2", tmp_path, TINY_BERT[:2] + ["model.bert_shape={num_hidden_layer: 2}"])
+        _train("bert_sst2", tmp_path, TINY_BERT[:2] + EN_SENTIMENT + ["model.bert_shape={num_hidden_layer: 2}"])
 
 
-def test_classification_files_are_checked(tmp_path, shared_data):
+def test_classification_files_are_checked(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
     (folder / "train.tsv").write_text("good film\t1\nbad film\t0\n", encoding="utf-8")
@@ -288,10 +304,10 @@ def test_classification_files_are_checked(tmp_path, shared_data):
 
 
 @pytest.fixture(scope="module")
-def chn_model(tmp_path_factory, shared_data):
+def chn_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("chn")
-    _train("tener_chnsenticorp", out, ["data.max_train_sentences=64", "data.max_eval_sentences=16", "train.epochs=1",
-                                       "model.window=24", "model.head_dim=8"])
+    _train("tener_chnsenticorp", out, ZH_SENTIMENT + ["data.max_train_sentences=64", "data.max_eval_sentences=16",
+                                                      "train.epochs=1", "model.window=24", "model.head_dim=8"])
     return out
 
 
@@ -342,7 +358,7 @@ def test_the_shipped_model_is_written_under_the_contract_and_loads():
 
 
 # -- directories saved before the contract -----------------------------------------------------------------------------
-def test_a_directory_saved_before_the_contract_loads_and_predicts_the_same(tmp_path, shared_data):
+def test_a_directory_saved_before_the_contract_loads_and_predicts_the_same(tmp_path):
     """Format-1 vocab.json (one flat dict with tags and scheme) and a config without labels or sizes, as every model
     directory written before the task contract."""
     new = tmp_path / "new"

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 
-from conftest import TINY_TENER, assert_trains_and_roundtrips, sized
+from conftest import TEST_DATA, TINY_TENER, assert_trains_and_roundtrips, sized
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.data.example import Example
@@ -158,7 +158,7 @@ def test_plain_tener_keeps_its_state_dict_and_local_adds_only_gates():
     ]
 
 
-def test_tiny_tener_with_window_attention_trains_saves_and_loads(tmp_path, shared_data):
+def test_tiny_tener_with_window_attention_trains_saves_and_loads(tmp_path):
     config = load_config(
         resolve_config("tener_resume"), TINY_TENER + ["model.local_attention=window", "model.local_window=2", "train.gate_lr=0.05"]
     )
@@ -193,7 +193,7 @@ def test_tiny_tener_with_window_attention_trains_saves_and_loads(tmp_path, share
     from zhner.export import OnnxTagger, export_onnx
 
     with torch.no_grad():  # a model that finds entities, so that equal output means something
-        loaded.model.out.bias[loaded.task.labels.index("S-NAME")] = 8.0
+        loaded.model.out.bias[loaded.task.labels.index("S-PER")] = 8.0
     path = export_onnx(loaded, tmp_path / "m.onnx")
     onnx = OnnxTagger(OnnxTagger.load(tmp_path, path).session, loaded, path)
     assert "local_mask" in onnx.input_names
@@ -202,7 +202,7 @@ def test_tiny_tener_with_window_attention_trains_saves_and_loads(tmp_path, share
 
 
 @pytest.mark.skipif(importlib.util.find_spec("udchinese") is None, reason="pip install 'zhner[syntax]'")
-def test_tiny_tener_with_syntax_attention_parses_once(tmp_path, shared_data):
+def test_tiny_tener_with_syntax_attention_parses_once(tmp_path):
     overrides = TINY_TENER + [
         "model.local_attention=syntax", "train.epochs=1", "data.max_train_sentences=16", "data.max_eval_sentences=8"
     ]
@@ -253,12 +253,13 @@ def test_tener_classifier_with_local_attention_takes_a_step():
         torch.testing.assert_close(model.logits(batch)[1:2], alone, atol=1e-5, rtol=0)
 
 
-def test_tener_classifier_with_window_attention_exports_windows_with_their_masks(tmp_path, shared_data):
+def test_tener_classifier_with_window_attention_exports_windows_with_their_masks(tmp_path):
     pytest.importorskip("onnxruntime")
     import zhner
     from zhner.export import OnnxClassifier, export_onnx, same_predictions
 
     config = load_config(resolve_config("tener_chnsenticorp"), [
+        f"data.dataset={TEST_DATA / 'small_tasks' / 'zh_sentiment'}",  # Chinese review sentiment written for the tests
         "model.heads=2", "model.head_dim=8", "model.layers=1", "model.window=24", "model.local_attention=window",
         "model.local_window=1", "model.gate_init=0.3", "data.max_train_sentences=24", "data.max_eval_sentences=8",
         "train.epochs=1", "train.batch_size=8",

@@ -1,4 +1,5 @@
-"""End-to-end training on a small real subset: model directory, resume after a kill, early stopping, schedules."""
+"""End-to-end training on a small real subset of `mini` (the corpus the package carries): model directory, resume
+after a kill, early stopping, schedules."""
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO, TINY_TENER
+from conftest import MINI, REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
@@ -25,7 +26,7 @@ def tiny(name="tener_resume", extra=()):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, shared_data):
+def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     metrics = train(tiny(extra=["train.epochs=3"]), out, log=lambda _: None)
     return out, metrics
@@ -70,7 +71,7 @@ def test_tagger_roundtrip_and_offsets(trained):
     from zhner.data.registry import load_dataset
     from zhner.data.corpus import Corpus
 
-    test = load_dataset("resume")["test"]
+    test = load_dataset("mini")["test"]
     result = tagger.evaluate(Corpus(test.sentences[:24], test.scheme, test.path))
     assert result["strict"] == json.loads((out / "metrics.json").read_text())["test"]["strict"]
 
@@ -109,7 +110,7 @@ def test_bad_model_paths_are_errors_naming_them(tmp_path):
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda t: t.predict(b"abc"), TypeError, "not a single bytes"),  # one str is one text (test_python_api.py)
+        (lambda t: t.predict(b"abc"), TypeError, "a string or a list of strings, not bytes"),  # one str is one text (test_python_api.py)
         (lambda t: t.predict([None]), TypeError, r"texts\[0\] is a NoneType"),
         (lambda t: t.predict(["a", b"b"]), TypeError, r"texts\[1\] is a bytes"),
         (lambda t: t.predict(5), TypeError, "not int"),
@@ -237,7 +238,7 @@ def test_info_survives_weights_that_are_not_safetensors(trained, tmp_path):
 
 
 @pytest.mark.parametrize("extra", [[], ["train.average_epochs=0.5"]], ids=["last-weights", "averaged"])
-def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data, extra):
+def test_resume_after_kill_gives_the_same_result(tmp_path, extra):
     """Kill a training process mid-epoch (SIGKILL, after its first checkpoint); resuming must end exactly where
     an uninterrupted run ends (with weight averaging too: the average is part of the checkpoint)."""
     overrides = TINY_TENER + ["train.epochs=2", "train.checkpoint_every=2", "data.max_train_sentences=96"] + extra
@@ -275,7 +276,7 @@ def test_resume_after_kill_gives_the_same_result(tmp_path, shared_data, extra):
     assert [r["train_loss"] for r in res_log] == pytest.approx([r["train_loss"] for r in ref_log], rel=1e-9)
 
 
-def test_resume_with_another_config_is_refused(tmp_path, shared_data):
+def test_resume_with_another_config_is_refused(tmp_path):
     from zhner.errors import ZhnerError
 
     overrides = TINY_TENER + ["train.epochs=1", "data.max_train_sentences=16"]
@@ -312,7 +313,7 @@ def test_resume_with_another_config_is_refused(tmp_path, shared_data):
             train(cfg, tmp_path, log=lambda _: None)
 
 
-def test_early_stopping_and_time_budget(tmp_path, shared_data):
+def test_early_stopping_and_time_budget(tmp_path):
     metrics = train(tiny(extra=["train.epochs=30", "train.patience=1", "train.lr=1e-9"]), tmp_path / "a", log=lambda _: None)
     assert metrics["status"] == "early_stopping" and metrics["epochs_run"] < 30
     metrics = train(tiny(extra=["train.epochs=3", "train.max_minutes=0.0001"]), tmp_path / "b", log=lambda _: None)
@@ -378,10 +379,10 @@ def test_a_resumed_adamw_run_keeps_the_fused_kernel():
     assert optimizer.state[model.weight]["step"].item() == 2
 
 
-def test_bilstm_crf_trains(tmp_path, shared_data):
+def test_bilstm_crf_trains(tmp_path):
     cfg = load_config(
         resolve_config("bilstm_crf_weibo"),
-        ["model.hidden=16", "data.max_train_sentences=40", "data.max_eval_sentences=20", "train.epochs=2", "train.optimizer=adamw", "train.lr=0.01"],
+        MINI + ["model.hidden=16", "data.max_train_sentences=40", "data.max_eval_sentences=20", "train.epochs=2", "train.optimizer=adamw", "train.lr=0.01"],
     )
     metrics = train(cfg, tmp_path, log=lambda _: None)
     assert metrics["model"] == "bilstm_crf" and metrics["epochs_run"] == 2
@@ -421,7 +422,7 @@ def test_budget_batches_bound_the_attention_cost():
     assert len(budget_batches([40] * 100, batch_size=64, max_cells=2_000_000)) == 2
 
 
-def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
+def test_bigram_min_count_keeps_frequent_train_bigrams_only():
     from collections import Counter
 
     from zhner.data.vocab import bigrams, normalize_char
@@ -437,10 +438,10 @@ def test_bigram_min_count_keeps_frequent_train_bigrams_only(shared_data):
     assert cut.tagger.model.embed.bigrams.weight.shape[0] == len(expected) + 2  # + <pad>, <unk>
 
 
-def test_bigram_and_word_tables_start_composed_or_random(shared_data):
+def test_bigram_and_word_tables_start_composed_or_random():
     """embeddings.compose_bigrams / compose_words: rows without a pretrained vector start as the mean of their
     characters' vectors, or (false) random; the issue-11 resource comparison trains both."""
-    tiny_flat = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
+    tiny_flat = MINI + ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
 
     def stats(extra: list[str]) -> dict[str, str]:
         lines: list[str] = []
@@ -454,13 +455,13 @@ def test_bigram_and_word_tables_start_composed_or_random(shared_data):
     assert random["chars"] == composed["chars"]
 
 
-def test_bigram_and_word_tables_from_files_of_their_own(tmp_path, shared_data):
+def test_bigram_and_word_tables_from_files_of_their_own(tmp_path):
     """embeddings.bigram_vectors / word_vectors: a row found in the table's own file is used as it is (normalised), the
     rest are still composed from the character vectors; a file of another dimension, or one without character vectors,
     is refused naming the field."""
     from zhner.lexicon.word2vec import write_word2vec_text
 
-    tiny_flat = ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
+    tiny_flat = MINI + ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=16", "data.max_eval_sentences=8"]
     base = prepare(load_config(resolve_config("flat_resume"), tiny_flat), log=lambda _: None)
     bigram, word = base.featurizer.bigrams.itos[5], next(w for w in base.featurizer.words.itos[2:] if len(w) > 2)
     rows = {"bigram": np.arange(128, dtype=np.float32), "word": -np.ones(128, dtype=np.float32)}
@@ -492,7 +493,7 @@ def test_bigram_and_word_tables_from_files_of_their_own(tmp_path, shared_data):
         prepare(load_config(resolve_config("flat_resume"), tiny_flat + ["embeddings.char_vectors=null", f"embeddings.word_vectors={tmp_path / 'words.vec'}"]))
 
 
-def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data):
+def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     good = "张 B-NAME\n三 E-NAME\n是 O\n人 O\n\n"
@@ -509,7 +510,7 @@ def test_training_repairs_gold_paths_that_break_the_scheme(tmp_path, shared_data
     assert metrics["status"] == "completed"
 
 
-def test_a_run_stuck_at_dev_f1_zero_is_reported(tmp_path, shared_data):
+def test_a_run_stuck_at_dev_f1_zero_is_reported(tmp_path):
     """lr 1e-9 does not learn: after collapse_epochs epochs at dev F1 0 the log says so, once, and so does metrics.json."""
     lines = []
     config = tiny(extra=["train.epochs=3", "train.lr=1e-9", "train.collapse_epochs=2"])
@@ -524,7 +525,7 @@ def test_a_run_stuck_at_dev_f1_zero_is_reported(tmp_path, shared_data):
     assert train(tiny(extra=["train.epochs=1"]), tmp_path / "ok", log=lambda _: None)["warnings"] == []
 
 
-def test_training_on_a_union_of_corpora_with_mapped_types(tmp_path, shared_data):
+def test_training_on_a_union_of_corpora_with_mapped_types(tmp_path):
     """data.union adds corpora (types mapped into the main one's, a null drops a type, BIO read into BMES); metrics.json
     has each corpus's own test score beside the union's."""
     main, more = tmp_path / "main", tmp_path / "more"
@@ -622,7 +623,7 @@ def test_max_length_cuts_long_train_sentences_outside_entities(tmp_path):
     assert report.entities_cut == 1
 
 
-def test_constrained_decoding_after_unconstrained_training(tmp_path, shared_data):
+def test_constrained_decoding_after_unconstrained_training(tmp_path):
     """crf_constraints=false with constrained_decoding=true: the likelihood has no constraints, the output is always
     well-formed; the setting travels with the model directory (the masks are rebuilt from the config on load)."""
     from zhner.data.schemes import first_violation

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import BERT_VOCAB
 from zhner.data.example import Example
 from zhner.errors import ZhnerError
 from zhner.translate import FileTranslator, TranslationCache, fill_translations, make_translator
@@ -100,9 +101,10 @@ def test_cache_avoids_retranslation(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_CEDICT, reason="pip install 'zhner[bilingual]'")
-def test_cedict_glosses_resume_sentences(shared_data):
-    lines = (shared_data / "resume_ner" / "dev.char.bmes").read_text(encoding="utf-8").split("\n\n")
-    sentences = ["".join(row.split()[0] for row in block.splitlines() if row.strip()) for block in lines[:4]]
+def test_cedict_glosses_real_sentences():
+    from zhner.data.registry import load_dataset
+
+    sentences = [ex.text for ex in load_dataset("mini")["dev"].sentences[:4]]  # mini: the corpus the package carries
     tr = make_translator("cedict")
     out = tr.translate(sentences + ["他在北京大学工作", "张三丰是演员", ""])
     assert all(o and o.isascii() for o in out[:6]), out
@@ -125,11 +127,11 @@ def test_cedict_missing_package_is_one_line(monkeypatch):
 
 
 @pytest.fixture
-def tiny_marian(tmp_path, shared_data):
+def tiny_marian(tmp_path):
     """A randomly initialised MarianMT with a BertTokenizer (a real seq2seq directory; Marian's own tokenizer needs
     sentencepiece model files, which cannot be made offline here)."""
     transformers = pytest.importorskip("transformers")
-    vocab = shared_data / "bert_base_chinese_vocab" / "vocab.txt"
+    vocab = BERT_VOCAB / "vocab.txt"
     tokenizer = transformers.BertTokenizer(str(vocab))
     config = transformers.MarianConfig(
         vocab_size=tokenizer.vocab_size, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,

@@ -5,18 +5,19 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, TINY_TENER
+from conftest import MINI, REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.tagger import Tagger
 from zhner.data.corpus import Corpus, Example
+from zhner.data.registry import load_dataset
 from zhner.tasks import SentenceClassification, SpanTagging
 from zhner.train.trainer import prepare, train
 from zhner.train.warm_start import fit_scheme, source_task
 
 TEXTS = ["张三，男，汉族，1965年出生，本科学历。", "北京大学毕业，现任中国银行行长。"]
-RESUME_TYPES = ["CONT", "EDU", "LOC", "NAME", "ORG", "PRO", "RACE", "TITLE"]
+MINI_TYPES = sorted({t[2:] for s in load_dataset("mini")["train"] for t in s.tags if t != "O"})  # PER, LOC, ORG
 
 
 def tiny(*extra):
@@ -24,7 +25,7 @@ def tiny(*extra):
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory, shared_data):
+def source(tmp_path_factory):
     out = tmp_path_factory.mktemp("source")
     train(tiny("train.epochs=2"), out, log=lambda _: None)
     return out
@@ -44,8 +45,9 @@ def test_same_data_rebuilds_the_trained_model(source):
 
 def test_other_data_keeps_shared_rows_and_the_models_labels(source):
     model = Tagger.load(source)
-    # more train sentences: new characters; only NAME and ORG kept, so the data's labels are a subset of the model's
-    type_map = "{" + ", ".join(f"{t}: {t if t in ('NAME', 'ORG') else 'null'}" for t in RESUME_TYPES) + "}"
+    # more train sentences: new characters; only PER and ORG kept, so the data's labels are a subset of the model's
+    assert {"PER", "ORG"} < set(MINI_TYPES)
+    type_map = "{" + ", ".join(f"{t}: {t if t in ('PER', 'ORG') else 'null'}" for t in MINI_TYPES) + "}"
     run = prepare(tiny(f"train.init_from={source}", "data.max_train_sentences=120", f"data.type_map={type_map}"), lambda _: None)
     assert run.tagger.task.labels == model.task.labels
     mine, theirs = run.featurizer.chars, model.featurizer.chars
@@ -63,13 +65,14 @@ def test_other_data_keeps_shared_rows_and_the_models_labels(source):
 
 def test_labels_the_model_knows_keep_their_rows(source):
     model = Tagger.load(source)
-    # NAME renamed PER (new to the model), ORG kept, the rest dropped: the data's labels are not a subset of the model's
-    type_map = "{" + ", ".join(f"{t}: {dict(NAME='PER', ORG='ORG').get(t, 'null')}" for t in RESUME_TYPES) + "}"
+    # PER renamed NAME (new to the model), ORG kept, the rest dropped: the data's labels are not a subset of the model's
+    assert {"PER", "ORG"} < set(MINI_TYPES) and "NAME" not in MINI_TYPES
+    type_map = "{" + ", ".join(f"{t}: {dict(PER='NAME', ORG='ORG').get(t, 'null')}" for t in MINI_TYPES) + "}"
     logged = []
     # trained with the CRF's constraints, which the model was not: its masks must be this run's
     run = prepare(tiny(f"train.init_from={source}", f"data.type_map={type_map}", "model.crf_constraints=true"), logged.append)
     labels = run.tagger.task.labels
-    assert set(labels) == {"O"} | {f"{p}-{t}" for p in "BMES" for t in ("PER", "ORG")}
+    assert set(labels) == {"O"} | {f"{p}-{t}" for p in "BMES" for t in ("NAME", "ORG")}
     assert any("5 of its 9 labels start from the model's weights" in line for line in logged), logged
     ours, theirs = run.tagger.model.state_dict(), model.model.state_dict()
     known = [lab for lab in labels if lab in model.task.index]
@@ -79,10 +82,10 @@ def test_labels_the_model_knows_keep_their_rows(source):
     assert torch.equal(ours["out.bias"][i], theirs["out.bias"][j])
     assert torch.equal(ours["crf.start"][i], theirs["crf.start"][j])
     assert torch.equal(ours["crf.transitions"][i][:, i], theirs["crf.transitions"][j][:, j])
-    new = labels.index("B-PER")
+    new = labels.index("B-NAME")
     assert not any(torch.equal(ours["out.weight"][new], row) for row in theirs["out.weight"])
     fresh = prepare(tiny(f"data.type_map={type_map}", "model.crf_constraints=true"), lambda _: None).tagger.model.state_dict()
-    assert not bool(ours["crf.trans_allowed"][labels.index("B-PER"), labels.index("E-ORG")])
+    assert not bool(ours["crf.trans_allowed"][labels.index("B-NAME"), labels.index("E-ORG")])
     for mask in ("crf.start_allowed", "crf.trans_allowed", "crf.end_allowed"):
         assert torch.equal(ours[mask], fresh[mask]), mask
 
@@ -112,7 +115,7 @@ def test_another_architecture_is_an_error_naming_the_tensor(source):
     assert str(err.value).count("train.init_from") == 1  # the field was named twice
 
 
-def test_cli_reports_a_missing_model_directory(tmp_path, shared_data):
+def test_cli_reports_a_missing_model_directory(tmp_path):
     missing = tmp_path / "no-model"
     proc = subprocess.run(
         [sys.executable, "-m", "zhner.cli", "train", "tener_resume", "-o", str(tmp_path / "run"),
@@ -125,9 +128,9 @@ def test_cli_reports_a_missing_model_directory(tmp_path, shared_data):
     assert not (tmp_path / "run").exists()
 
 
-def test_lattice_model_keeps_every_table_row(tmp_path, shared_data):
+def test_lattice_model_keeps_every_table_row(tmp_path):
     """FLAT: characters, bigrams and lexicon words all extend the model's vocabularies and keep its rows."""
-    base = ["model.heads=2", "model.head_dim=8", "data.max_eval_sentences=8", "train.batch_size=10", "train.epochs=1"]
+    base = MINI + ["model.heads=2", "model.head_dim=8", "data.max_eval_sentences=8", "train.batch_size=10", "train.epochs=1"]
     flat = lambda *extra: load_config(resolve_config("flat_resume"), base + list(extra))  # noqa: E731
     train(flat("data.max_train_sentences=40"), tmp_path, log=lambda _: None)
     model = Tagger.load(tmp_path)

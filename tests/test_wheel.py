@@ -11,6 +11,7 @@ with `--ignore-installed`, so it never tries to remove the outer environment's z
 from __future__ import annotations
 
 import email
+import json
 import os
 import shutil
 import subprocess
@@ -70,6 +71,8 @@ def test_wheel_holds_configs_and_types_and_modern_metadata(wheel):
     assert "zhner/py.typed" in names
     assert "zhner/resources/default_model/model.safetensors" in names
     assert "zhner/resources/accurate_model/model.safetensors" in names  # zh-accurate
+    mini = REPO / "zhner" / "resources" / "corpus" / "mini"  # the carried corpus, with its licence
+    assert {f"zhner/resources/corpus/mini/{p.name}" for p in mini.iterdir()} <= names and (mini / "LICENSE").is_file()
     assert metadata["License-Expression"] == "MIT"
     assert "deprecat" not in build_log.lower()  # setuptools' banners about `project.license` as a table
     torch = [r for r in metadata.get_all("Requires-Dist") if r.startswith("torch")]
@@ -78,20 +81,28 @@ def test_wheel_holds_configs_and_types_and_modern_metadata(wheel):
 
 
 @pytest.mark.slow
-def test_installed_wheel_trains_and_predicts(venv, tmp_path, shared_data):
+def test_installed_wheel_trains_and_predicts(venv, tmp_path):
+    from zhner.data.corpus import read_corpus
+    from zhner.data.registry import find_file
+
     bin_dir = venv / "bin"
     where = _run([bin_dir / "python", "-c", "import zhner; print(zhner.__file__)"], cwd=tmp_path)
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr  # the wheel's zhner, not the checkout's
-    corpus = tmp_path / "corpus"
+    corpus = tmp_path / "corpus"  # a folder of the user's files: here 24 of mini's sentences per split
     corpus.mkdir()
     for split in ("train", "dev", "test"):
-        sentences = (shared_data / "resume_ner" / f"{split}.char.bmes").read_text(encoding="utf-8").split("\n\n")[:24]
+        sentences = find_file("mini", split).read_text(encoding="utf-8").split("\n\n")[:24]
         (corpus / f"{split}.bmes").write_text("\n\n".join(sentences).strip() + "\n\n", encoding="utf-8")
     tiny = ["model.heads=2", "model.head_dim=8", "model.layers=1", "train.epochs=1", f"data.dataset={corpus}"]
     sets = [arg for field in tiny for arg in ("--set", field)]
     done = _run([bin_dir / "zhner", "train", "tener_resume", "-o", tmp_path / "run", *sets], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "run" / "model.safetensors").is_file()
+    done = _run([bin_dir / "zhner", "evaluate", tmp_path / "run", "mini", "--json"], cwd=tmp_path)  # the wheel's own mini
+    assert done.returncode == 0, done.stderr[-3000:]
+    test = read_corpus(find_file("mini", "test"))
+    scores = json.loads(done.stdout)
+    assert (scores["n_sentences"], scores["n_gold"]) == (len(test), sum(map(len, test.spans())))
     done = _run([bin_dir / "zhner", "predict", "--text", "张三在北京大学工作。"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"text": "张三"' in done.stdout and '"type": "PER"' in done.stdout

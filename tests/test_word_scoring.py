@@ -13,11 +13,13 @@ import pytest
 from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2
 
+from conftest import TEST_DATA
 from zhner.data.corpus import read_corpus
 from zhner.data.schemes import split_tag
 from zhner.evaluate.metrics import PRF, file_scorer, score_files
 
-CONLL_TEST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "conll2003" / "test.txt"
+WORDS = TEST_DATA / "word_scoring" / "words.txt"  # hand-written, CoNLL-2003's format (IOB2): 13 sentences, 35 entities
+COPIES = 60  # the scored file holds WORDS this many times, each copy broken with its own draws: hundreds of I- starts
 
 
 def seqeval_strict(gold: list[list[str]], pred: list[list[str]]) -> tuple[float, float, float]:
@@ -111,30 +113,45 @@ def write_prediction(gold_path: Path, pred_tags: list[list[str]], out: Path) -> 
     return out
 
 
-@pytest.fixture(scope="module")
-def conll_prediction(tmp_path_factory):
-    if not CONLL_TEST.is_file():
-        pytest.skip("shared/data/conll2003 is not here")
-    gold = [s.tags for s in read_corpus(CONLL_TEST, "conll-words")]
+def predicted(gold_path: Path, folder: Path) -> tuple[list[list[str]], list[list[str]], Path]:
+    gold = [s.tags for s in read_corpus(gold_path, "conll-words")]
     pred = broken_prediction(gold, seed=0)
-    path = write_prediction(CONLL_TEST, pred, tmp_path_factory.mktemp("conll") / "pred.txt")
-    return gold, pred, path
+    return gold, pred, write_prediction(gold_path, pred, folder / "pred.txt")
 
 
-def test_strict_equals_seqeval_on_conll2003_test_with_invalid_i_tags(conll_prediction):
-    gold, pred, path = conll_prediction
+def assert_strict_equals_seqeval(gold_path: Path, gold: list[list[str]], pred: list[list[str]], path: Path) -> None:
     invalid = sum(split_tag(t)[0] == "I" and (i == 0 or split_tag(s[i - 1])[1] != split_tag(t)[1])
                   for s in pred for i, t in enumerate(s))
     assert invalid > 500  # the case the issue reports: hundreds of I- tags that begin an entity
-    counts = file_scorer(CONLL_TEST, path, per_sentence=True).sentence_counts("strict")
+    counts = file_scorer(gold_path, path, per_sentence=True).sentence_counts("strict")
     ours = PRF.from_counts(*(sum(c[k] for c in counts) for k in range(3)))
     assert (ours.p, ours.r, ours.f1) == pytest.approx(seqeval_strict(gold, pred), abs=1e-9)
 
 
-def test_zhner_score_cli_is_strict_on_word_level_files(conll_prediction):
-    gold, pred, path = conll_prediction
+@pytest.fixture(scope="module")
+def words_prediction(tmp_path_factory):
+    """The hand-written file COPIES times over (an IOB2 gold file with -DOCSTART- lines), and a broken prediction."""
+    folder = tmp_path_factory.mktemp("words")
+    assert not read_corpus(WORDS, "conll-words").iob1
+    gold_path = folder / "gold.txt"
+    gold_path.write_text((WORDS.read_text(encoding="utf-8").rstrip("\n") + "\n\n") * COPIES, encoding="utf-8")
+    return (gold_path, *predicted(gold_path, folder))
+
+
+def test_strict_equals_seqeval_with_invalid_i_tags(words_prediction):
+    assert_strict_equals_seqeval(*words_prediction)
+
+
+def test_strict_equals_seqeval_on_conll2003_test_with_invalid_i_tags(shared_data, tmp_path):
+    """The same on a real corpus's scale and distribution: CoNLL-2003's test set (IOB2 copy, 3,453 sentences)."""
+    conll_test = shared_data / "conll2003" / "test.txt"
+    assert_strict_equals_seqeval(conll_test, *predicted(conll_test, tmp_path))
+
+
+def test_zhner_score_cli_is_strict_on_word_level_files(words_prediction):
+    gold_path, gold, pred, path = words_prediction
     out = subprocess.run(
-        [sys.executable, "-m", "zhner.cli", "score", str(CONLL_TEST), str(path), "--json"],
+        [sys.executable, "-m", "zhner.cli", "score", str(gold_path), str(path), "--json"],
         capture_output=True, text=True, check=True,
     )
     result = json.loads(out.stdout)

@@ -2,13 +2,19 @@
 
     import zhner
     tagger = zhner.load()                    # the shipped model, "zh-small"
-    for ent in tagger.predict("张三在北京大学工作。"):
+    for ent in tagger.predict("张三在北京大学工作。"):   # or tagger("...")
         print(ent.text, ent.type, ent.start, ent.end, round(ent.score, 2))
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # not imported at run time: `import zhner` stays light (torch is imported by load)
+    import torch
+
+    from zhner.classifier import Classifier
+    from zhner.tagger import Tagger
 
 __version__ = "0.1.0"
 
@@ -43,12 +49,19 @@ def shipped_models() -> list[str]:
     return shipped_names()
 
 
-def load(model: str | Path | None = None, device: str = "cpu") -> Any:
-    """A trained pipeline: a Tagger (span tagging) or a Classifier (sentence classification).
+def load(model: str | Path | None = None, device: str | torch.device = "cpu", threads: int | None = 1) -> Tagger | Classifier:
+    """A trained model, ready to call: a Tagger (finds entities) or a Classifier (labels sentences), whichever the
+    model was trained for.
 
     model: None for the default shipped model ("zh-small"), the name of a shipped model (`shipped_models()`), or the
-    path of a model directory (what `zhner train -o DIR` writes). device: "cpu", "cuda" (or "cuda:N"), or "auto" (the
-    GPU when CUDA is available). An unknown name, a missing directory or device is a zhner.ZhnerError."""
+        path of a model directory (what `zhner train -o DIR` writes).
+    device: "cpu", "cuda" (or "cuda:N"), "auto" (the GPU when CUDA is available), or a torch.device.
+    threads: the torch threads each prediction runs with: 1 (the default, as the `zhner` command), more on an idle
+        machine with long texts, or None to leave torch's own setting alone. Set it later as `tagger.threads`.
+
+    An unknown name, a missing directory or device is a zhner.ZhnerError (one line)."""
+    import torch
+
     from zhner.classifier import Classifier
     from zhner.device import resolve_device
     from zhner.pipeline import Pipeline
@@ -56,7 +69,15 @@ def load(model: str | Path | None = None, device: str = "cpu") -> Any:
     from zhner.tagger import Tagger
 
     from zhner.errors import ZhnerError
+    from zhner.pipeline import check_threads
 
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError(f"model must be a shipped name, a directory path or None, not {type(model).__name__}")
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string (\"cpu\", \"cuda\", \"cuda:N\" or \"auto\"), not {type(device).__name__}")
+    check_threads(threads)
     try:
         target = resolve_device(device)  # a bad device fails before the model is read
     except ZhnerError as exc:  # its messages name the CLI's option; here it is a keyword
@@ -64,4 +85,5 @@ def load(model: str | Path | None = None, device: str = "cpu") -> Any:
     directory = resolve_model(model)
     pipeline = (Tagger if Pipeline.task_kind(directory) == "tagging" else Classifier).load(directory)
     pipeline.model.to(target)
+    pipeline.threads = threads
     return pipeline

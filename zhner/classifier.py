@@ -11,10 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zhner.pipeline import Pipeline, check_positive, one_or_many
+from zhner.pipeline import Pipeline, check_positive, one_or_many, with_threads
 
 
 class Classifier(Pipeline):
+    """A trained sentence classifier. `zhner.load(directory)` gives one for a model trained to classify.
+
+        classifier = zhner.load("runs/bert_sst2")
+        classifier("a charming and often affecting journey .")  # {"label": "1", "scores": {"0": 0.02, "1": 0.98}}
+        classifier.labels                                       # ['0', '1']
+
+    Calling the classifier is `predict`; `threads` as for a Tagger (1 by default).
+    """
+
     kind = "classification"
 
     def _empty(self) -> dict:
@@ -22,6 +31,7 @@ class Classifier(Pipeline):
         share = round(1 / len(self.task.labels), 6)
         return {"label": None, "scores": {label: share for label in self.task.labels}}
 
+    @with_threads
     def predict(self, texts: str | Iterable[str], batch_size: int = 32) -> dict | list[dict]:
         """{"label", "scores"}: the most probable label and every label's probability, of one text, or for each text of
         a list (a list of them)."""

@@ -13,13 +13,14 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:  # annotations only: the command imports what it needs when it runs, to start fast
+    from zhner.config import Config, DataConfig
     from zhner.data.corpus import Corpus
     from zhner.evaluate.metrics import NERScorer
     from zhner.tagger import Tagger
@@ -35,6 +36,10 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports pydantic only when a command needs it)
 MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
+NO_TORCH = (
+    "PyTorch is not installed: pip install torch (the CPU build: --index-url https://download.pytorch.org/whl/cpu), or "
+    "tag without it with a model exported to ONNX: zhner predict --runtime onnx -m MODEL"
+)
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
 
 
@@ -213,7 +218,7 @@ def _sentence_scorer(model_dir: Path, data: str, batch_size: int, device: str) -
     if tagger.task.kind != "tagging":
         raise ZhnerError("--on compares taggers sentence by sentence; compare classifiers over seeds", model_dir)
     tagger.model.to(_device(device))
-    corpus = _corpus_for(data, tagger.featurizer.unit)
+    corpus = _model_corpus(tagger.config, data, tagger.featurizer.unit)
     if corpus.scheme is None:
         raise ZhnerError("holds labelled sentences (classification), but the model is a tagger", corpus.path)
     corpus = _tagging_corpus(tagger, corpus)
@@ -327,13 +332,31 @@ def _corpus_for(data: str, unit: str = "char", default_split: str = "test"):
     return read_corpus(data, unit=unit)
 
 
-def _in_model_types(corpus, type_map: dict | None):
-    """A corpus in the source types a model was trained on (data.type_map, e.g. MSRA's NR/NS/NT), mapped to its types;
-    any other corpus as it is."""
-    from zhner.data.corpus import map_types
+def _model_corpus(config: Config, data: str, unit: str = "char", default_split: str = "test") -> Corpus:
+    """DATA (DATASET[:SPLIT] or a corpus file) in a model's entity types. A dataset the model was trained on
+    (data.dataset or a data.union entry) is read as its trainer read it: that entry's type map, the config's dataset
+    options; any other dataset or file goes through the first of those maps whose source types cover its own."""
+    from zhner.data.catalogue import SPLITS
+    from zhner.train.trainer import data_sources, read_source
 
-    if type_map and corpus.types() and corpus.types() <= set(type_map):
-        return map_types(corpus, type_map)
+    name, _, split = data.partition(":")
+    source = next((s for s in data_sources(config.data) if s.dataset == name), None)
+    if source is None or Path(data).is_file():
+        return _in_model_types(_corpus_for(data, unit, default_split), config.data)
+    if split and split not in SPLITS:
+        raise ZhnerError(f"unknown split {split!r}; expected one of {', '.join(f'{name}:{s}' for s in SPLITS)}", data)
+    return read_source(config.data, source)[split or default_split]
+
+
+def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
+    """A corpus in the source types of one of a model's corpora (data.type_map, e.g. MSRA's NR/NS/NT, or a data.union
+    entry's, e.g. Weibo's PER.NAM), mapped by the first map that covers its types; any other corpus as it is."""
+    from zhner.data.corpus import map_types
+    from zhner.train.trainer import data_sources
+
+    for source in data_sources(data):
+        if source.type_map and corpus.types() and corpus.types() <= set(source.type_map):
+            return map_types(corpus, source.type_map, source.field)
     return corpus
 
 
@@ -355,7 +378,9 @@ def evaluate(
                                         "--int8 included) instead of its PyTorch weights; CPU"),
 ) -> None:
     """Score a trained model on labelled data (percent): for a tagger the table `zhner score` prints (strict and lenient
-    entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON."""
+    entity P/R/F1, per type, Span F, Type Acc), for a classifier accuracy / MCC / macro-F1 / F0.5; --json for JSON.
+    A dataset the model was trained on (data.dataset or data.union) is read in the model's types as its trainer read
+    it, so a shipped model's per-corpus test F1 is `zhner evaluate zh-accurate weibo`."""
     import zhner
 
     torch_device = _device(device)
@@ -368,7 +393,7 @@ def evaluate(
     else:
         tagger = zhner.load(model_dir)
     tagger.model.to(torch_device)
-    corpus = _corpus_for(data, tagger.featurizer.unit)
+    corpus = _model_corpus(tagger.config, data, tagger.featurizer.unit)
     if (corpus.scheme is None) != (tagger.task.kind == "classification"):
         what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
         raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
@@ -386,7 +411,7 @@ def evaluate(
     corpus = _tagging_corpus(tagger, corpus)
     seen = None
     if seen_in is not None:
-        seen = _in_model_types(_corpus_for(seen_in, tagger.featurizer.unit, default_split="train"), tagger.config.data.type_map)
+        seen = _model_corpus(tagger.config, seen_in, tagger.featurizer.unit, default_split="train")
     _print_scores(tagger.evaluate(corpus, batch_size, seen_in=seen), as_json)
 
 
@@ -402,10 +427,9 @@ def _print_scores(result: dict, as_json: bool) -> None:
 
 
 def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
-    """A labelled corpus in a tagger's entity types, warned about when it has types the model cannot predict."""
+    """A labelled corpus read by _model_corpus, warned about when it has types the model cannot predict."""
     from zhner.data.schemes import split_tag
 
-    corpus = _in_model_types(corpus, tagger.config.data.type_map)
     labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
     unknown = corpus.types() - labels
     if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
@@ -448,10 +472,18 @@ def predict(
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
+    ray_address: Annotated[Optional[str], typer.Option(
+        "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
+        "(default: $RAY_ADDRESS; neither: a local Ray instance of --workers + 1 CPUs)"
+    )] = None,
     runtime: str = typer.Option(
         "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
     ),
+    onnx: Annotated[Optional[Path], typer.Option(
+        "--onnx", help="run this exported graph (zhner export MODEL -o FILE) instead of MODEL/model.onnx; implies "
+        "--runtime onnx (a shipped model carries no graph: export it to a file of yours)"
+    )] = None,
 ) -> None:
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
@@ -482,14 +514,18 @@ def predict(
         raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
     if runtime not in ("torch", "onnx"):
         raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
+    runtime = "onnx" if onnx is not None else runtime
+    if ray_address is not None and engine != "ray":
+        raise ZhnerError("--ray-address is for --engine ray")
     if engine == "ray":
         if runtime != "torch":
             raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
         _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
-                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device)
+                        nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device,
+                        address=ray_address)
         return
     if runtime == "onnx":
-        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device)
+        tagger = _runtime_tagger(model_dir, nbest, memory_mb, device, onnx)
     else:
         tagger = zhner.load(resolve_model_dir(model_dir))
         tagger.model.to(_device(device))
@@ -500,18 +536,6 @@ def predict(
         tagger, input_file, output, fmt, batch_size, memory_mb, confidence=confidence, jsonl_input=jsonl_input, texts=texts,
         nbest=nbest, on_error=on_error, report=_echo_err,
     )
-
-
-def _first_line_is_json(source: str) -> bool:
-    """--input-format auto for --engine ray: whether the file's first non-blank line is a JSON object (as locally)."""
-    from zhner.serve.predict import is_json_object
-
-    try:
-        with open(source, encoding="utf-8", errors="replace") as handle:
-            line = next((x for x in handle if x.strip()), "")
-    except OSError as exc:
-        raise ZhnerError(f"cannot open: {exc.strerror}", source) from None
-    return is_json_object(line.lstrip("\ufeff").rstrip("\r\n"))
 
 
 def _predict_on_ray(
@@ -529,26 +553,30 @@ def _predict_on_ray(
         raise
     from zhner.pipeline import Pipeline
 
-    if jsonl_input is None and source != "-":  # --input-format auto, decided as a local predict decides it
-        jsonl_input = _first_line_is_json(source)
     _device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
+    from zhner.shipped import DEFAULT_NAME, SHIPPED
+
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
-    predict_file(source, output, path.resolve(), workers, bool(jsonl_input), on_error, **predictor)
+    # a shipped model by its name: each worker finds it in its own zhner installation, wherever that is installed;
+    # jsonl_input None (--input-format auto): decided from the first non-blank line, as a local predict decides it
+    name = DEFAULT_NAME if model_dir is None else model_dir if model_dir in SHIPPED else None
+    predict_file(source, output, name or path.resolve(), workers, jsonl_input, on_error, **predictor)
 
 
-def _runtime_tagger(model_dir: Path | None, nbest: int, memory_mb: float | None, device: str):
-    """The torch-free tagger of MODEL/model.onnx for `predict --runtime onnx`; options it cannot honour are errors."""
-    from zhner.runtime import load_runtime
+def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, device: str, onnx: Path | None = None):
+    """The torch-free tagger of MODEL/model.onnx, the graph exported once into the user cache (a shipped model, a
+    directory never exported), or --onnx FILE, for `predict --runtime onnx`; options it cannot honour are errors."""
+    from zhner.runtime import RuntimeTagger, load_runtime
 
     refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
                                      (f"--device {device}", device != "cpu")) if on]
     if refused:
         raise ZhnerError(f"{', '.join(refused)}: not with --runtime onnx (the exported graph runs on the CPU, its long-text "
                          "pieces fixed at export); use --runtime torch")
-    if model_dir is None:
-        raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
-    return load_runtime(str(model_dir))  # MODEL/model.onnx, or the graph exported once into the user cache
+    if onnx is not None:
+        return RuntimeTagger.load(model_dir, onnx)  # a graph of the user's (zhner export MODEL -o FILE)
+    return load_runtime(model_dir)  # MODEL/model.onnx, or the cached export (None: the default shipped model)
 
 
 @app.command("export")
@@ -575,7 +603,7 @@ def export_model(
                          "installed package")
     model_dir = resolve_model_dir(model_dir)
     tagger = zhner.load(model_dir)
-    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8)
+    path = export_onnx(tagger, output if output is not None else model_dir / ONNX_FILE, int8=int8, own_file=output is None)
     if check and not int8:
         from zhner.demo import DEMO_SENTENCES
 
@@ -630,7 +658,7 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
         from zhner.shipped import resolve_model
 
         return Path(resolve_model(str(model_dir)))
-    from zhner.tagger import default_model_dir
+    from zhner.shipped import default_model_dir  # not through zhner.tagger: that imports torch
 
     shipped = default_model_dir()
     if shipped is None:
@@ -682,12 +710,13 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    _device(device)  # a bad --device fails here, once, rather than in every worker
+    if device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
+        _device(device)  # a bad --device fails here, once, rather than in every worker
     if workers > 1:
-        from zhner.pipeline import Pipeline
+        from zhner.info import task_kind
         from zhner.serve.workers import serve_workers
 
-        kind = Pipeline.task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+        kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
         _echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
         serve_workers(path, device, limits, workers, host, port, access_log)
         return
@@ -697,7 +726,24 @@ def serve(
     app_ = create_app(pipeline, limits)
     _echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
-    uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+    with _exit_cleanly_after_draining():
+        uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+
+
+@contextlib.contextmanager
+def _exit_cleanly_after_draining():
+    """uvicorn stops on SIGINT / SIGTERM after draining its requests, then raises the signal again for the handler it
+    found: Python's Ctrl-C or the CLI's SIGTERM handler would turn a clean stop into exit 130 / 143. Here that second
+    delivery is a no-op, so `zhner serve` exits 0 after a graceful stop, with one worker as with several."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:
+        signal.signal(sig, lambda signum, frame: None)  # uvicorn installs its own for the time it serves
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _endpoints(kind: str) -> str:
@@ -800,23 +846,13 @@ def _raw_texts(source: str, all_splits: bool = False) -> list[str]:
     from zhner.data.catalogue import DATASETS
     from zhner.data.corpus import read_corpus
     from zhner.data.registry import load_dataset
-    from zhner.fileio import reading
+    from zhner.fileio import utf8_lines
 
     if not Path(source).exists() and source in DATASETS:
         splits = load_dataset(source)
         return [ex.text for name, corpus in splits.items() if all_splits or name == "train" for ex in corpus]
     if Path(source).suffix == ".txt":
-        with reading(source, "a text file"):
-            raw = Path(source).read_bytes()
-        texts = []
-        for lineno, line in enumerate(raw.splitlines(), start=1):
-            try:
-                text = line.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise ZhnerError("not UTF-8 text", source, lineno) from None
-            if text:
-                texts.append(text)
-        return texts
+        return [text for _, line in utf8_lines(source, "a text file") if (text := line.strip())]
     return [ex.text for ex in read_corpus(source)]
 
 
@@ -1098,6 +1134,11 @@ def main() -> None:
         sys.exit(0)
     except OSError as exc:  # every OS error the library did not name itself: one line, once, here
         _echo_err(f"error: {_os_error_message(exc)}")
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        _echo_err(f"error: {NO_TORCH}")  # a torch-free install: one line, not the traceback of an import deep inside
         sys.exit(2)
     except usage_errors as exc:  # unknown command or option, missing argument, a value out of its range
         if type(exc).__name__ != "NoArgsIsHelpError":  # `zhner` alone: the help is the message

@@ -88,6 +88,10 @@ class EmbeddingConfig(_Section):
     lexicon: str | None = None  # lattice models: "jieba", or a word list / word2vec file
     lexicon_max_len: int | None = Field(None, ge=2)  # drop lexicon words longer than this
     lexicon_min_freq: int | None = Field(None, ge=1)  # keep words counted at least this often (jieba's dict.txt counts)
+    # lattice models (FLAT, NFLAT, ATSSA): a type embedding per lexicon word added to the word's vector where it enters
+    # the lattice (issue 50): jieba's dictionary tag (nr / nrt / ns / nt / nz / other), LAC's reading of the word alone
+    # (PER / LOC / ORG / other), or both (two embeddings summed). Not yet measured: off by default
+    word_types: Literal["none", "jieba", "lac", "both"] = "none"
 
 
 class TrainConfig(_Section):
@@ -123,6 +127,16 @@ class TrainConfig(_Section):
     # longer sentence trains alone. 8M keeps every batch of 16 from Resume, Weibo and MSRA (<= 581 characters) whole.
     max_batch_cells: int = Field(8_000_000, ge=1)
     max_length: int | None = Field(None, ge=2)  # cut longer train sentences into pieces (at sentence ends, outside entities)
+    # issue 50: each training mention is swapped, with this probability, for another mention of its type (each epoch
+    # anew, from the run's seed; dev and test never change). Source "train": the training set's mentions; "lexicon":
+    # jieba-typed lexicon words (nr / nrt -> PER, ns -> LOC, nt -> ORG) for the corpus types that
+    # mention_replacement_types maps to PER / LOC / ORG (null: guessed from the type names; see zhner.data.augment).
+    # Not yet measured: off by default
+    mention_replacement: float = Field(0.0, ge=0, le=1)
+    mention_replacement_source: Literal["train", "lexicon"] = "train"
+    mention_replacement_types: dict[str, Literal["PER", "LOC", "ORG"]] | None = None
+    # source lexicon: at most this many words per class (drawn with the seed) join the word vocabulary and the pool
+    mention_replacement_pool: int = Field(2000, ge=1)
 
 
 ModelSection = Annotated[Union[tuple(cfg for cfg, _ in MODELS.values())], Field(discriminator="name")]
@@ -143,7 +157,7 @@ def parse_override(item: str, option: str = "--set") -> tuple[list[str], object]
     key, value = item.split("=", 1)
     path = _key_path(key, f"{option} {item!r}")
     try:
-        parsed = yaml.safe_load(value) if value != "" else ""
+        parsed = parse_yaml(value) if value != "" else ""  # nesting over MAX_DEPTH: a YAMLError, the text kept
     except yaml.YAMLError:
         parsed = value
     return path, parsed

@@ -3,7 +3,6 @@ tag a few sentences; then the same sentences with the shipped model. It needs no
 to download), and speaks to a newcomer: each step says what it does and each number what it means."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -15,7 +14,9 @@ import typer
 from zhner.config import load_config
 from zhner.data.registry import CARRIED_ROOT
 from zhner.entity import Entity
+from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
+from zhner.fileio import LOG_FILE, parse_json, read_text
 from zhner.info import trained_on
 from zhner.shipped import DEFAULT_NAME, SHIPPED
 from zhner.tagger import Tagger, default_model_dir
@@ -98,8 +99,8 @@ def _epoch_reporter(output: Path, epochs: int, minutes: float) -> Callable[[str]
         if not EPOCH_LINE.match(message):
             return
         try:
-            record = json.loads((output / LOG).read_text(encoding="utf-8").splitlines()[-1])
-        except (OSError, ValueError, IndexError):
+            record = parse_json(read_text(output / LOG, LOG_FILE).splitlines()[-1])
+        except (ZhnerError, ValueError, IndexError):
             say(f"  {message}")
             return
         dev = next((v for k, v in record.items() if k.startswith("dev") and isinstance(v, dict)), {})

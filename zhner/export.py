@@ -38,6 +38,7 @@ from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.runtime.decoding import viterbi
 from zhner.runtime.tagger import ONNX_FILE, ONNX_MAX_CELLS, PIECE_CHARS_KEY, session
+from zhner.shipped import onnx_file, resolve_model
 from zhner.tagger import Tagger
 
 __all__ = ["ONNX_FILE", "ONNX_MAX_CELLS", "OnnxClassifier", "OnnxTagger", "export_onnx", "load_onnx", "viterbi"]
@@ -47,13 +48,14 @@ QUANTIZED_KEY = "zhner.quantized"  # the graph's metadata when `zhner export --i
 _INPUTS = (
     "chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask",
     "char_features",  # frozen LAC features (model.char_features), [B, L, F]: computed by the featurizer, fed to the graph
+    "word_types",  # lexicon words' types (embeddings.word_types), [B, W, S]
 )
 _ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
 _DIMS = {
     "chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P"),
     "char_features": ("B", "L"),
 } | {
-    k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask")
+    k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask", "word_types")
 } | {"en_ids": ("B", "Q"), "en_pieces": ("B",), "en_word_of_piece": ("B", "Q"), "en_first_piece": ("B", "E"), "en_word_mask": ("B", "E")}
 EXAMPLE_TEXTS = {
     "char": ["张三毕业于北京大学，现任中国人民银行行长。", "李四在上海工作。", "王五生于广州市。"],
@@ -95,9 +97,10 @@ def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
     return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
 
 
-def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bool = False) -> Path:
-    """Write the model's graph (a tagger's emissions + CRF scores, a classifier's logits) to `path` (atomically);
-    returns the path. A BERT model's graph takes at most BERT's positions (`bert_ids` of at most 512 ids): taggers cut
+def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bool = False, own_file: bool = False) -> Path:
+    """Write the model's graph (a tagger's emissions + CRF scores, a classifier's logits) to `path` (atomically: a new
+    file renamed into place; a FIFO or device there is written through unless `own_file`, the model directory's own
+    model.onnx, where whatever was planted is replaced); returns the path. A BERT model's graph takes at most BERT's positions (`bert_ids` of at most 512 ids): taggers cut
     longer text into pieces before, classifiers into windows (see OnnxClassifier). `int8`: onnxruntime's dynamic
     quantisation (weights of the matrix products stored as int8, activations quantised per batch at run time): a
     smaller, usually faster graph whose scores differ slightly (measure its F1: `zhner evaluate MODEL DATA --onnx FILE`)."""
@@ -141,7 +144,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
         _drop_traced_shapes(program.model.graph)
         if model.task_kind == "tagging":  # what zhner.runtime needs to cut long text as this tagger does
             program.model.metadata_props[PIECE_CHARS_KEY] = str(tagger.piece_chars())
-        with staged_path(path) as partial:  # a new file of its own, renamed over `path` once complete
+        with staged_path(path, through_special=not own_file) as partial:  # a new file, renamed over `path` once complete
             if int8:
                 _save_int8(program, partial)
             else:
@@ -253,8 +256,8 @@ class OnnxTagger(Tagger):
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxTagger":
         """The model directory's featurizer and config with `onnx_path` (default DIRECTORY/model.onnx)."""
-        base = Tagger.load(directory)
-        path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
+        base = Tagger.load(resolve_model(directory))
+        path = onnx_file(base.directory, onnx_path)
         return cls(session(path, threads), base, path)
 
     def scores_by_default(self) -> bool:
@@ -328,8 +331,8 @@ class OnnxClassifier(Classifier):
 
     @classmethod
     def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "OnnxClassifier":
-        base = Classifier.load(directory)
-        path = Path(onnx_path) if onnx_path is not None else Path(directory) / ONNX_FILE
+        base = Classifier.load(resolve_model(directory))
+        path = onnx_file(base.directory, onnx_path)
         return cls(session(path, threads), base, path)
 
     def _window_logits(self, ex) -> tuple[np.ndarray, np.ndarray]:
@@ -394,6 +397,8 @@ def same_predictions(a: list, b: list, tolerance: float = 1e-4) -> bool:
 
 
 def load_onnx(directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> Pipeline:
-    """The ONNX pipeline of a model directory: OnnxTagger or OnnxClassifier, as its task."""
+    """The ONNX pipeline of a model directory (or a shipped name, with `onnx_path`): OnnxTagger or OnnxClassifier, as
+    its task."""
+    directory = resolve_model(directory)
     kind = Pipeline.task_kind(directory)
     return (OnnxTagger if kind == "tagging" else OnnxClassifier).load(directory, onnx_path, threads)

@@ -1,42 +1,63 @@
 """`zhner info MODEL_DIR`: what a model directory holds, read from its files without building the model."""
 from __future__ import annotations
 
-import json
 import math
+import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
-
-import yaml
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
-from zhner.fileio import model_directory, parse_yaml, read_model_mapping, reading, require_mapping
+from zhner.fileio import (
+    LEXICON_FILE, VOCAB_FILE, FileKind, bounded_lines, model_directory, open_regular, parse_json,
+    read_committed, read_model_mapping, require_mapping,
+)
+from zhner.shipped import resolve_model
 
 # the file names of zhner.tagger (not imported from there: that would load torch for a few names)
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 
 
+def task_kind(directory: str | Path) -> str:
+    """The task a model directory (or shipped model) was trained for, "tagging" or "classification", from its
+    vocab.json alone: no torch (`zhner serve --workers` checks the model in a supervisor that never loads it). A
+    format-1 vocabulary (one flat dict, before classifiers) is a tagger's."""
+    directory = model_directory(resolve_model(directory))
+    vocab = read_committed(directory, lambda path: read_model_mapping(path(VOCAB), "json", VOCAB_FILE))
+    task = vocab.get("task") if vocab.get("format") == 2 else {"kind": "tagging"}
+    kind = task.get("kind") if isinstance(task, dict) else None
+    if kind not in ("tagging", "classification"):
+        raise ZhnerError(f"malformed vocabulary (task kind: {kind!r})", directory / VOCAB)
+    return kind
+
+
 def model_info(directory: str | Path) -> dict:
-    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory."""
-    directory = model_directory(directory)
-    config = read_model_mapping(directory / CONFIG, parse_yaml, (yaml.YAMLError,))
-    vocab = read_model_mapping(directory / VOCAB, json.loads, (ValueError,))
-    has_metrics = (directory / METRICS).exists()
-    metrics = read_model_mapping(directory / METRICS, json.loads, (ValueError,)) if has_metrics else {}
-    model, data = _section(config, "model", directory / CONFIG), _section(config, "data", directory / CONFIG)
+    """Model and dataset, labels, headline metrics, parameters, size on disk, lexicon size of a model directory (or of
+    a shipped model, by name)."""
+    directory = model_directory(resolve_model(directory))
+    return read_committed(directory, lambda path: _info(directory, path))  # the files of one save
+
+
+def _info(directory: Path, path: Callable[[str], Path]) -> dict:
+    config = read_model_mapping(path(CONFIG), "yaml")
+    vocab = read_model_mapping(path(VOCAB), "json", VOCAB_FILE)
+    has_metrics = os.path.lexists(path(METRICS))
+    metrics = read_model_mapping(path(METRICS), "json") if has_metrics else {}
+    model, data = _section(config, "model", path(CONFIG)), _section(config, "data", path(CONFIG))
     # format 2; older directories are one flat dict
-    fields, task = _section(vocab, "fields", directory / VOCAB), _section(vocab, "task", directory / VOCAB)
+    fields, task = _section(vocab, "fields", path(VOCAB)), _section(vocab, "task", path(VOCAB))
     kind = task.get("kind", "tagging")
     tags = task.get("labels") or vocab.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ZhnerError("task.labels: expected a list of strings", directory / VOCAB)
+        raise ZhnerError("task.labels: expected a list of strings", path(VOCAB))
     labels = sorted({t[2:] for t in tags if t != "O" and len(t) > 2}) if kind == "tagging" else list(tags)
-    chars = _section(fields, "chars", directory / VOCAB).get("vocab") if fields else vocab.get("chars")
+    chars = _section(fields, "chars", path(VOCAB)).get("vocab") if fields else vocab.get("chars")
     if chars is not None and not isinstance(chars, (list, dict)):
-        raise ZhnerError("the character vocabulary: expected a list", directory / VOCAB)
-    lexicon = directory / LEXICON
+        raise ZhnerError("the character vocabulary: expected a list", path(VOCAB))
+    lexicon = path(LEXICON)
     corpora = trained_on(data)
-    parameters, problem = _weights(directory / WEIGHTS)
+    parameters, problem = _weights(path(WEIGHTS))
     return {
         "model": model.get("name"),
         "dataset": " + ".join(map(str, corpora)) or None,
@@ -52,7 +73,7 @@ def model_info(directory: str | Path) -> dict:
         "parameters": parameters,
         "size_bytes": sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()),
         "chars": len(chars or []),
-        "lexicon_words": _count_lines(lexicon) if lexicon.exists() else None,
+        "lexicon_words": _count_lines(lexicon) if os.path.lexists(lexicon) else None,
     }
 
 
@@ -80,20 +101,24 @@ def _headline(result: dict | None) -> dict | None:
     }
 
 
+MAX_HEADER = 100_000_000  # safetensors' own limit on its header
+HEADER = FileKind("a safetensors file", 2**62)  # its header is bounded below; the data is never read here
+
+
 def _weights(path: Path) -> tuple[int | None, str | None]:
     """(the number of weights, None) from the safetensors header (8-byte length, then JSON {name: {shape, data_offsets},
-    ...}), or (None, what is wrong) when the file is missing, its header is not one, or its data is shorter than the
-    header says (a truncated copy): the model would not load, whatever metrics.json says."""
+    ...}), or (None, what is wrong) when the file is missing, its header is not one, or its data is not what the header
+    says (a truncated copy, a hole, a tensor of the wrong size): the model would not load, whatever metrics.json says.
+    The header is checked by safetensors itself, as loading the model checks it."""
     try:
-        with open(path, "rb") as fh:
-            (size,) = struct.unpack("<Q", fh.read(8))
-            file_size = path.stat().st_size
-            if size > file_size - 8:  # a random length would ask for an allocation of that size
+        with open_regular(path, HEADER, missing="is missing") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8).ljust(8, b"\xff"))
+            if size > min(MAX_HEADER, os.fstat(fh.fileno()).st_size - 8):  # a random length: an allocation of that size
                 return None, "is truncated or corrupt (no complete header)"
-            header = json.loads(fh.read(size))
-    except FileNotFoundError:
-        return None, "is missing"
-    except (OSError, struct.error, ValueError):
+            header = parse_json(fh.read(size).decode("utf-8"))
+    except ZhnerError as exc:
+        return None, "is missing" if exc.message == "is missing" else f"is unreadable ({exc.message})"
+    except (UnicodeDecodeError, ValueError):  # TooDeep and JSONDecodeError are ValueErrors
         return None, "is corrupt (no readable header)"
     if not isinstance(header, dict):
         return None, "is corrupt (no readable header)"
@@ -108,12 +133,24 @@ def _weights(path: Path) -> tuple[int | None, str | None]:
         if isinstance(offsets, list) and len(offsets) == 2 and isinstance(offsets[1], int):
             data_end = max(data_end, offsets[1])
         total += math.prod(shape)
+    file_size = path.stat().st_size
     if 8 + size + data_end > file_size:
         return None, f"is truncated ({file_size:,} bytes of {8 + size + data_end:,})"
-    return total, None
+    problem = _safetensors_problem(path)  # offsets, dtypes, sizes: what loading the model checks
+    return (None, f"is corrupt ({problem})") if problem else (total, None)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """What safetensors finds wrong with the file's header and layout (None: it would load)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            return None
+    except (SafetensorError, OSError) as exc:
+        return str(exc).removeprefix("Error while deserializing header: ").splitlines()[0][:200]
 
 
 def _count_lines(path: Path) -> int:
-    with reading(path, "the lexicon file"):
-        with open(path, "rb") as fh:
-            return sum(1 for line in fh if line.strip())
+    with open_regular(path, LEXICON_FILE) as fh:
+        return sum(1 for _, line in bounded_lines(fh, path) if line.strip())

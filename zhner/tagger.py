@@ -10,7 +10,6 @@ words and report character offsets of the text all the same. The model directory
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import torch
 
@@ -21,22 +20,15 @@ from zhner.entity import Entity
 from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
-from zhner.pipeline import MAX_CELLS, WEIGHTS, Pipeline, check_positive, one_or_many, run_in_batches, text_list
+from zhner.pipeline import MAX_CELLS, Pipeline, check_positive, one_or_many, run_in_batches, text_list, with_threads
 from zhner.runtime.decoding import BatchCRF, scored_spans
 from zhner.runtime.decoding import viterbi as numpy_viterbi
-from zhner.shipped import DEFAULT_NAME, RESOURCES, SHIPPED
+from zhner.shipped import DEFAULT_MODEL, default_model_dir  # noqa: F401  (where callers have long imported them)
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
 MAX_NBEST = 1000  # k of Tagger.nbest (the CLI and the service allow 20)
 MIN_CHUNK = 16
-# the general PER/LOC/ORG tagger shipped inside the package (trained with configs/flat_general.yaml); absent in a fresh clone
-DEFAULT_MODEL = RESOURCES / SHIPPED[DEFAULT_NAME][0]
 Piece = tuple[int, str]  # (offset in the text, characters)
-
-
-def default_model_dir() -> Path | None:
-    """The shipped default model directory, or None when this installation has none (e.g. a clone before it is trained)."""
-    return DEFAULT_MODEL if (DEFAULT_MODEL / WEIGHTS).is_file() else None
 
 
 def char_spans(example: Example, spans: list[tuple]) -> list[tuple]:
@@ -48,6 +40,18 @@ def char_spans(example: Example, spans: list[tuple]) -> list[tuple]:
 
 
 class Tagger(Pipeline):
+    """A trained entity tagger. `zhner.load()` gives one (or `Tagger.load(directory)`).
+
+        tagger = zhner.load()                   # the shipped model, "zh-small"
+        tagger("张三在北京大学工作。")            # [Entity(text='张三', type='PER', start=0, end=2, score=0.99), ...]
+        tagger(["...", "..."], batch_size=64)   # a list of texts: a list of lists
+        tagger.labels                           # ['LOC', 'ORG', 'PER']
+        tagger.device, tagger.threads           # device(type='cpu'), 1
+
+    Calling the tagger is `predict`. Each prediction runs with `threads` torch threads (1 by default, as the `zhner`
+    command does; None leaves torch's setting alone) and gives the process's own count back afterwards.
+    """
+
     kind = "tagging"
 
     def __init__(self, *args, **kwargs):
@@ -129,6 +133,7 @@ class Tagger(Pipeline):
         if len(translations) != count:
             raise ZhnerError(f"{len(translations)} translations for {count} texts: give one per text (null: translate it)")
 
+    @with_threads
     def piece_spans(
         self,
         chunks: Sequence[str],
@@ -157,6 +162,7 @@ class Tagger(Pipeline):
         """The pieces' spans stitched into the text's entities: [{"type", "start", "end", "text"(, "score")}]."""
         return [_entity(text, *span) for span in stitch(pieces, spans)]
 
+    @with_threads
     def predict(
         self,
         texts: str | Iterable[str],
@@ -165,18 +171,26 @@ class Tagger(Pipeline):
         confidence: bool | None = None,
         translations: Sequence[str | None] | None = None,
     ) -> list[Entity] | list[list[Entity]]:
-        """The entities of one text (a list of Entity), or of each text of a list (a list of such lists): text, type,
-        start, end (offsets in characters of the text, end exclusive) and score. Entity.to_dict() is the JSON record.
-        A text longer than `piece_chars(memory_mb)` is cut at sentence ends, an over-long sentence into overlapping
-        windows, and the spans are stitched back (zhner.data.longtext): nothing is truncated, whatever the length.
-        The pieces of all texts are tagged together, sorted by length, so one long line costs what its sentences do.
-        `confidence=True` sets each score to the CRF's probability that the entity's characters carry exactly its tags
-        (computed on the piece that found it; for an entity trimmed of whitespace or emoji at its edges, on the span
-        the model decoded); False leaves it None (a little faster); None (the default): scores when the model has a
-        CRF head (`scores_by_default`). No entity begins or ends on whitespace or an emoji (`SpanTagging.finish`).
-        `translations` (ACT-S models only): an English translation per text, or None to translate that text with the
-        model's translator ("" without one: a missing translation). A text cut into pieces gives each piece its whole
-        translation; one without a translation has its pieces translated one by one (`piece_translations`)."""
+        """The entities found in one text (a list of `Entity`), or in each text of a list (a list of such lists, in
+        order). `tagger(texts, ...)` is the same call.
+
+        Each Entity has `text`, `type`, `start`, `end` (character offsets into the text, end exclusive:
+        `text == source[start:end]`) and `score`; `Entity.to_dict()` is the JSON record `zhner predict` writes.
+
+        texts: a string, or a list of strings. Any length: a long text is cut at sentence ends (an over-long sentence
+            into overlapping windows) and its entities are put back with offsets into the whole text; nothing is
+            truncated. The texts are tagged together, shortest with shortest, so one long text costs what its
+            sentences do.
+        batch_size: texts (or pieces of long texts) per model call.
+        memory_mb: the memory one model call may use; longer texts are cut into smaller pieces to stay within it.
+        confidence: True sets each score to the probability, under the model's CRF, that exactly the entity's
+            characters carry exactly its tags (an error for a model without a CRF); False leaves it None (a little
+            faster); None (the default) scores when the model can.
+        translations: for models that read an English translation (ACT-S) only: one per text, or None for a text to
+            have the model's translator translate it ("" for a known missing translation).
+
+        No entity begins or ends on whitespace or an emoji. Wrong argument types are a TypeError, bad values a
+        ValueError, each saying what was expected."""
         texts, single = one_or_many(texts)
         check_positive("batch_size", batch_size)
         check_positive("memory_mb", memory_mb, float)
@@ -228,13 +242,14 @@ class Tagger(Pipeline):
         scores = iter(probs[q] - (probs[x] if x >= 0 else 0.0) for q, x in pairs)
         return [[(s, e, t, min(1.0, max(0.0, next(scores)))) for s, e, t in sentence] for sentence in spans]
 
+    @with_threads
     def nbest(
         self, texts: Iterable[str], k: int = 5, batch_size: int = 32, translations: Sequence[str | None] | None = None
     ) -> list[list[dict]]:
-        """The k most probable tag paths of each text, best first, by k-best Viterbi: [{"probability", "entities"}].
-        Only for texts of one piece (at most `piece_chars()` characters): the paths of a cut text's pieces would
-        combine into k^pieces candidates. Fewer than k when the text has fewer allowed paths. `translations`: as in
-        `predict` (one piece each, so each text reads its own)."""
+        """The k most probable readings of each text of a list, best first: [{"probability", "entities"}], the
+        entities as dict records. Fewer than k when the text has fewer possible readings. Only for texts short enough
+        to be tagged whole (a few hundred characters; longer ones are an error naming the limit), since the readings of
+        a cut text's pieces would multiply. `translations`: as in `predict`."""
         texts = text_list(texts)
         check_positive("batch_size", batch_size)
         check_positive("k", k)

@@ -3,13 +3,12 @@ the trainer): the training loss and the dev metric that selects the best epoch, 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.attention import pyplot, save_png
-from zhner.fileio import json_value, reading, utf8_lines
+from zhner.fileio import MODEL_FILE, json_value, parse_json, read_bytes, utf8_lines
 
 LOG, METRICS = "log.jsonl", "metrics.json"  # = zhner.train.trainer's names (evaluate/ sits below train/)
 DEFAULT_METRIC = "f1_strict"
@@ -61,11 +60,10 @@ def read_curve(run: str | Path) -> Curve:
 def _selection_metric(path: Path) -> str:
     if not path.is_file():
         return DEFAULT_METRIC
-    with reading(path, "a metrics file"):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_bytes(path, MODEL_FILE).decode("utf-8", errors="replace")
     try:
-        metric = json.loads(text).get("metric")
-    except (ValueError, AttributeError):
+        metric = parse_json(text).get("metric")
+    except (ValueError, AttributeError):  # TooDeep is a ValueError
         raise ZhnerError("corrupt metrics file (not a JSON object)", path) from None
     return metric if isinstance(metric, str) else DEFAULT_METRIC
 

@@ -9,6 +9,7 @@ return percentages rounded to 2 decimals, the way papers report them.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -326,15 +327,24 @@ def file_scorer(
     sentence's counts).
 
     Both files are read with `read_corpus` (labelled, `fmt` for both, grammar not enforced: malformed
-    sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold;
-    pred is read with the same scheme, so a pred tag of another scheme is an error at its line. A word-level CoNLL
+    sequences are what the strict/lenient split is about). The scheme is `scheme` or the one detected in gold (a
+    gold of B-/E-/S- tags only, which BMES and BIOES read alike, takes BIOES from a BIOES pred); pred is read with the
+    same scheme, so a pred tag of another scheme is an error at its line. A word-level CoNLL
     pred is read in the gold's encoding: converted from IOB1 only when the gold file is IOB1, so that a stray I- of
     a prediction scored against IOB2 gold stays malformed and strict decoding drops it, as seqeval's strict mode does.
     The files must align: same number of sentences, same lengths, same characters (ZhnerError otherwise,
     naming the pred file and line).
     """
     gold = read_corpus(gold_path, fmt=fmt, scheme=scheme, strict=False, labelled=True)
-    pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True, iob1=gold.iob1)
+    pred = None
+    if scheme is None and gold.scheme == "bmes" and _ends_only(gold):
+        # B-/E-/S- tags only (entities of one or two characters) read alike as BMES and BIOES: a BIOES prediction
+        # decides for BIOES (it was refused at its first I- tag)
+        pred = read_corpus(pred_path, fmt=fmt, scheme=None, strict=False, labelled=True, iob1=gold.iob1)
+        if pred.scheme == "bioes":
+            gold = dataclasses.replace(gold, scheme="bioes")
+    if pred is None or pred.scheme != gold.scheme:
+        pred = read_corpus(pred_path, fmt=fmt, scheme=gold.scheme, strict=False, labelled=True, iob1=gold.iob1)
     _check_aligned(gold, pred)
     scorer = NERScorer(gold.scheme, per_sentence)
     if seen_in is not None:
@@ -342,6 +352,11 @@ def file_scorer(
     for g, p in zip(gold.sentences, pred.sentences):
         scorer.add(g.tags or [], p.tags or [], g.tokens)
     return scorer
+
+
+def _ends_only(corpus: Corpus) -> bool:
+    """Whether a corpus's tags are O, B-, E- and S- only: no M- or I- tells BMES from BIOES."""
+    return all(tag == "O" or tag[:1] in "BES" for s in corpus.sentences for tag in s.tags or [])
 
 
 def format_report(result: dict) -> str:

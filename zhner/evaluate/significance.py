@@ -14,7 +14,6 @@ A run set on disk is what `zhner train --seeds N` or `zhner sweep` writes: a dir
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +22,9 @@ import numpy as np
 
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import NERScorer, headline
-from zhner.fileio import reading
+from zhner.fileio import FileKind, parse_json, read_bytes
+
+RUN_JSON = FileKind("a JSON file of a run", 16 * 2**20)  # metrics.json, seeds.json
 
 METRICS = ("test.f1_strict", "test.f1_lenient", "test.p", "test.r", "dev.f1_strict")
 CLASSIFICATION_METRICS = ("test.accuracy", "test.mcc", "test.macro_f1", "dev.accuracy", "dev.mcc")
@@ -138,11 +139,9 @@ def _summary_from_metrics(metrics: dict) -> dict:
 
 
 def _read_json(path: Path):
-    with reading(path, "a JSON file"):
-        raw = path.read_bytes()
     try:
-        return json.loads(raw.decode("utf-8"))
-    except ValueError as exc:  # not JSON, not UTF-8, or a number too long to read
+        return parse_json(read_bytes(path, RUN_JSON).decode("utf-8"))
+    except ValueError as exc:  # not JSON, not UTF-8, nested too deeply, or a number too long to read
         raise ZhnerError(f"corrupt JSON ({type(exc).__name__})", path) from None
 
 

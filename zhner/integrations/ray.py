@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,25 +36,44 @@ from ray.data.datasource.file_based_datasource import FileBasedDatasource
 
 from zhner.data.corpus import lone_surrogate, text_record
 from zhner.errors import ZhnerError
+from zhner.fileio import MAX_LINE_BYTES
 
 LINES_PER_BLOCK = 8192  # lines per block read: a large file streams through the pool instead of sitting in one block
+CHUNK_BYTES = 1 << 20  # read at a time by a read task
 ON_ERROR = ("fail", "skip")
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"  # "Token authentication is enabled ..." at start
 
 
 class LinesDatasource(FileBasedDatasource):
     """Lines of text files with their file and line number, split as `zhner predict` splits its input."""
 
     def _read_stream(self, f: Any, path: str) -> Iterator[pa.Table]:
-        lines = f.readall().split(b"\n")
-        if lines and lines[-1] == b"":  # the newline that ends the last line opens no line of its own
-            lines.pop()
-        for start in range(0, len(lines), LINES_PER_BLOCK):
-            block = lines[start : start + LINES_PER_BLOCK]
-            yield pa.table({
-                "path": pa.array([path] * len(block), pa.string()),
-                "line": pa.array(range(start + 1, start + 1 + len(block)), pa.int64()),
-                "raw": pa.array(block, pa.binary()),
-            })
+        """Blocks of LINES_PER_BLOCK lines, the file read a chunk at a time (`predict_file` has checked every line
+        against the local engine's bound before Ray started; a line over it here is cut off, not held whole)."""
+        lines: list[bytes] = []
+        start, pending = 1, bytearray()
+        for chunk in iter(lambda: f.read(CHUNK_BYTES), b""):
+            *done, rest = chunk.split(b"\n")
+            if done:
+                lines += [bytes(pending + done[0]), *done[1:]]
+                pending = bytearray()
+            pending += rest
+            del pending[MAX_LINE_BYTES + 1 :]  # a file that grew a longer line since the check: refused by the actor
+            while len(lines) >= LINES_PER_BLOCK:
+                yield _block(path, start, lines[:LINES_PER_BLOCK])
+                start, lines = start + LINES_PER_BLOCK, lines[LINES_PER_BLOCK:]
+        if pending:  # a last line without its newline; the newline that ends the last line opens no line of its own
+            lines.append(bytes(pending))
+        if lines:
+            yield _block(path, start, lines)
+
+
+def _block(path: str, start: int, lines: list[bytes]) -> pa.Table:
+    return pa.table({
+        "path": pa.array([path] * len(lines), pa.string()),
+        "line": pa.array(range(start, start + len(lines)), pa.int64()),
+        "raw": pa.array(lines, pa.binary()),
+    })
 
 
 def read_lines(paths: str | list[str], **read_args: Any) -> ray.data.Dataset:
@@ -63,6 +83,8 @@ def read_lines(paths: str | list[str], **read_args: Any) -> ray.data.Dataset:
 
 def decode_line(raw: bytes, line: int) -> str:
     """A raw input line as `zhner predict` reads it: UTF-8, a BOM dropped on line 1, the line end stripped."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise ZhnerError(f"a line longer than {MAX_LINE_BYTES:,} bytes (zhner's limit): not a text file?")
     if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
@@ -137,39 +159,70 @@ class Predictor:
         return [json.dumps({**r, **self.pipeline.record(t, p)}, ensure_ascii=False) for r, t, p in zip(records, texts, predictions)]
 
 
+def start_ray(workers: int, address: str | None = None) -> None:
+    """ray.init as `zhner predict --engine ray` needs it, quietly: join the cluster at `address` (or $RAY_ADDRESS), or
+    start a local instance with one CPU more than the `workers` actors take (the read tasks need one too, or they wait
+    for ever behind the pool). Ray's own messages stay out of the user's terminal: its workers' output is not sent to
+    the driver, its loggers keep Python's default (warnings only), and the notice that a new local instance uses token
+    authentication (Ray's default, announced as a warning at every start) is not shown: its logger is set to ERROR
+    while Ray starts."""
+    quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": False}
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:  # join the cluster it names (its own authentication settings apply)
+        ray.init(address=address, **quiet)
+        return
+    notices = logging.getLogger(AUTH_LOGGER)
+    level = notices.level
+    notices.setLevel(logging.ERROR)
+    try:
+        ray.init(num_cpus=workers + 1, include_dashboard=False, **quiet)
+    finally:
+        notices.setLevel(level)
+
+
 def tag_lines(
     paths: str | list[str], model_dir: str | Path, workers: int = 2, jsonl: bool = False, lines_per_call: int = 512,
     **predictor: Any,
 ) -> ray.data.Dataset:
     """read_lines(paths) tagged by a pool of `workers` Predictor actors (one CPU each), `lines_per_call` lines a call."""
     kwargs = {"model_dir": str(model_dir), "jsonl": jsonl, **predictor}
-    return read_lines(paths).map_batches(
-        Predictor, fn_constructor_kwargs=kwargs, batch_size=lines_per_call, batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1,
-    )
+    # max_restarts=0: an actor that dies (out of memory on a long text, say) stops the run with Ray's error, where a
+    # restarted one would be given the same input again, for ever (Ray Data retries its tasks without limit). It also
+    # keeps Ray's core worker from printing, through the CLI's quiet settings, its notice about restartable actors whose
+    # arguments live in the object store (ray-project/ray#53727). Ray 2.60 (the pinned version) takes it as one of the
+    # `**ray_remote_args` that it announces it will stop taking in 2.64: that notice is not the user's business either.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+        return read_lines(paths).map_batches(
+            Predictor, fn_constructor_kwargs=kwargs, batch_size=lines_per_call, batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1, max_restarts=0,
+        )
 
 
 def predict_file(
-    source: str, output: Path | None, model_dir: str | Path, workers: int = 2, jsonl: bool = False, on_error: str = "fail",
-    log: Callable[[str], None] = lambda message: print(message, file=sys.stderr), **predictor: Any,
+    source: str, output: Path | None, model_dir: str | Path, workers: int = 2, jsonl: bool | None = False,
+    on_error: str = "fail", log: Callable[[str], None] = lambda message: print(message, file=sys.stderr),
+    address: str | None = None, **predictor: Any,
 ) -> tuple[int, int]:
     """`zhner predict --engine ray`: tag `source` into `output` (atomically; None: stdout) in input order. Returns
-    (records written, lines skipped)."""
+    (records written, lines skipped). `source` is first read through the local engine's bounded reader
+    (zhner.serve.predict.scan_file: the same line limit and error, before Ray starts); `jsonl=None` is decided there,
+    from its first non-blank line, as the local engine decides it. `address`: the Ray cluster to join (default:
+    $RAY_ADDRESS; neither: a local instance of `workers + 1` CPUs)."""
     import contextlib
 
     from zhner.fileio import atomic_open
+    from zhner.serve.predict import scan_file
 
     if on_error not in ON_ERROR:
         raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
-    if source == "-" or not Path(source).is_file():
-        raise ZhnerError("--engine ray reads a file (not stdin)" if source == "-" else "no such file", None if source == "-" else source)
+    if source == "-":
+        raise ZhnerError("--engine ray reads a file (not stdin)")
+    first_is_json = scan_file(source, "a file of texts (--engine ray reads a regular file twice)")
+    jsonl = first_is_json if jsonl is None else jsonl
     started_here = not ray.is_initialized()
     if started_here:
-        quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": False}
-        if os.environ.get("RAY_ADDRESS"):  # join the cluster it names
-            ray.init(**quiet)
-        else:  # one CPU more than the actors take: the read tasks need one too, or they wait for ever behind the pool
-            ray.init(num_cpus=workers + 1, include_dashboard=False, **quiet)
+        start_ray(workers, address)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # records come back in input order
     context.enable_progress_bars = False

@@ -14,13 +14,19 @@ import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open, reading
+from zhner.fileio import (
+    SMALL_JSON, FileKind, atomic_open, bounded_lines, check_regular, open_regular, read_json, read_text, require_mapping,
+)
 from zhner.lexicon.table import Vectors
 
+WORD_FILE = FileKind("a word list or vectors file", 2**40)  # read line by line, each line bounded: any size
+CACHED_MATRIX = FileKind("a cached vectors table", 2**40)  # as large as the vectors file it caches
+CACHED_TOKENS = FileKind("a cached token list", 2**34)
 _CACHE_FORMAT = 1  # bump when the cache layout changes; older caches are then ignored
 
 
@@ -31,18 +37,10 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     str.splitlines() would treat as line breaks. The trailing "\\r" of CRLF files and a leading BOM are dropped.
     """
     path = Path(path)
-    with reading(path), open(path, "rb") as probe:
-        magic = probe.read(6)
-    if magic.startswith(b"\x1f\x8b"):
-        opener = gzip.open
-    elif magic.startswith(b"\xfd7zXZ\x00"):
-        opener = lzma.open
-    else:
-        opener = open
-    lineno = 0
-    try:
-        with opener(path, "rb") as handle:
-            for lineno, raw in enumerate(handle, 1):
+    with open_regular(path, WORD_FILE) as stream:  # a FIFO or /dev/zero is refused; each line is bounded below
+        lineno = 0
+        try:
+            for lineno, raw in bounded_lines(_decompressed(stream), path):
                 if raw.endswith(b"\n"):
                     raw = raw[:-1]
                 if raw.endswith(b"\r"):
@@ -56,8 +54,19 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                         f"not valid UTF-8 (byte {raw[exc.start]:#04x}); convert the file to UTF-8", path, lineno
                     ) from None
                 yield lineno, text
-    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error) as exc:
-        raise ZhnerError(f"corrupt compressed file ({exc})", path, lineno + 1) from None
+        except (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error) as exc:
+            raise ZhnerError(f"corrupt compressed file ({exc})", path, lineno + 1) from None
+
+
+def _decompressed(stream: IO[bytes]) -> IO[bytes]:
+    """`stream` itself, or its content when it is gzip or xz (told by the magic bytes)."""
+    magic = stream.read(6)
+    stream.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=stream)
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(stream)
+    return stream
 
 
 def _split_entry(line: str) -> tuple[str, list[str]]:
@@ -201,13 +210,14 @@ def _source_stamp(path: Path) -> dict:
 def _read_cache(directory: Path, stem: str, stamp: dict) -> Vectors | None:
     meta_path = directory / f"{stem}.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = require_mapping(read_json(meta_path, SMALL_JSON), meta_path)
         if any(meta.get(k) != v for k, v in stamp.items()):
             return None
+        check_regular(directory / f"{stem}.npy", CACHED_MATRIX)  # np.load would wait on a FIFO
         matrix = np.load(directory / f"{stem}.npy", allow_pickle=False)
-        tokens = (directory / f"{stem}.tokens.txt").read_text(encoding="utf-8").split("\n")
-    except (OSError, ValueError):
-        return None  # missing or damaged cache: parse the text again
+        tokens = read_text(directory / f"{stem}.tokens.txt", CACHED_TOKENS).split("\n")
+    except (OSError, ValueError, ZhnerError):
+        return None  # missing, damaged or planted cache: parse the text again
     if matrix.ndim != 2 or len(tokens) != matrix.shape[0] or tuple(matrix.shape) != (meta.get("n"), meta.get("dim")):
         return None
     return Vectors(tokens, matrix)

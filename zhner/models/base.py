@@ -7,8 +7,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
+from zhner.errors import ZhnerError
 from zhner.nn.crf import CRF, allowed_transitions, unconstrained
-from zhner.nn.embedding import CharBigramEmbedding
+from zhner.nn.embedding import CharBigramEmbedding, TypeEmbedding
 from zhner.pretrained.lac import FEATURE_DIMS
 
 FLOAT = 4  # bytes
@@ -133,6 +134,25 @@ def char_input(config: CharInputConfig) -> CharBigramEmbedding:
         FEATURE_DIMS.get(config.char_features, 0),
         config.bert_frozen_layers,
     )
+
+
+WORD_TYPE_SOURCES = ("jieba", "lac")  # zhner.lexicon.types.TYPE_NAMES' order: the order of word_types' last dimension
+
+
+def word_type_embedding(config: BaseModelConfig, dim: int) -> TypeEmbedding | None:
+    """The lexicon words' type embedding (embeddings.word_types), when the vocabulary sizes name type sources
+    (`word_types_<source>`, filled from zhner.models.fields.LexiconField); None without."""
+    sizes = [config.vocab_sizes[f"word_types_{s}"] for s in WORD_TYPE_SOURCES if f"word_types_{s}" in config.vocab_sizes]
+    return TypeEmbedding(sizes, dim) if sizes else None
+
+
+def add_word_types(vectors: torch.Tensor, types: TypeEmbedding | None, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Word vectors [B, W, dim] plus their type embedding (a model built with one needs word_types in the batch)."""
+    if types is None:
+        return vectors
+    if "word_types" not in batch:
+        raise ZhnerError("this model embeds lexicon word types (embeddings.word_types): the batch lacks word_types")
+    return vectors + types(batch["word_types"])
 
 
 class SequenceTagger(nn.Module):

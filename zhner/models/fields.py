@@ -7,7 +7,8 @@ Batch keys by field:
 - bigrams: bigrams [B, L] (bigram i = characters i, i+1; the last pairs with an end marker);
 - lexicon: words [B, W] (ids; absent when word vectors are composed from the characters), word_starts [B, W],
   word_ends [B, W] (inclusive character index), word_mask [B, W]: the lexicon words matched in the sentence, ordered by
-  (start, end); W >= 1 so that no model meets an empty dimension;
+  (start, end); W >= 1 so that no model meets an empty dimension; with embeddings.word_types also word_types [B, W, S]
+  (each of S sources' type id + 1, 0 at padding);
 - pieces: bert_ids [B, P + 2] ([CLS] pieces [SEP], padded with [PAD]); for word-level text (English) also first_piece
   [B, L], the index in bert_ids of each word's first piece (labels sit on the first piece, as BERT's NER recipe does).
 - syntax (SLA / WLA): local_mask, True where query i may attend to key j by the token mask (zhner.syntax: window
@@ -38,6 +39,7 @@ from zhner.data.sentencepiece import FORMS, UnigramWords, char_piece_ids
 from zhner.data.wordpiece import WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
+from zhner.lexicon.types import TYPE_NAMES, check_codes
 from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.nn.local_attention import check_kind
 from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
@@ -113,13 +115,27 @@ class BigramField:
 
 class LexiconField:
     """Lexicon words matched in the text (lattice models). The lexicon itself is saved as lexicon.txt beside vocab.json;
-    `words` is None when the model composes word vectors from characters (any lexicon word can then be matched)."""
+    `words` is None when the model composes word vectors from characters (any lexicon word can then be matched).
+
+    `types` (embeddings.word_types, issue 50): source ("jieba", "lac") -> one code per lexicon word, in the lexicon's
+    order (zhner.lexicon.types); the batch then has word_types [B, W, S], each source's type id + 1 (0 = padding), and
+    vocab.json carries the codes, so a loaded model reads the same types whatever jieba is installed."""
 
     name = "lexicon"
 
-    def __init__(self, lexicon: Lexicon, words: Vocab | None):
+    def __init__(self, lexicon: Lexicon, words: Vocab | None, types: dict[str, str] | None = None):
         self.lexicon = lexicon
         self.words = words
+        self.types = {s: types[s] for s in TYPE_NAMES if s in types} if types else None  # the sources' fixed order
+        self._type_ids: dict[str, tuple[int, ...]] = {}
+        if self.types:
+            sources = list(self.types)
+            other = (1,) * len(sources)
+            for i, word in enumerate(lexicon.words):
+                ids = tuple(int(self.types[s][i]) + 1 for s in sources)
+                if ids != other:  # most words are "other": only the typed ones are kept
+                    self._type_ids[word] = ids
+            self._other = other
 
     @staticmethod
     def word_counts(lexicon: Lexicon, examples: Iterable[Example]) -> Counter:
@@ -130,6 +146,9 @@ class LexiconField:
         item = {"word_starts": [s for s, _, _ in matches], "word_ends": [e - 1 for _, e, _ in matches]}
         if self.words is not None:
             item["words"] = self.words.encode(w for _, _, w in matches)
+        if self.types:
+            get, other = self._type_ids.get, self._other
+            item["word_types"] = [get(w, other) for _, _, w in matches]
         return item
 
     def collate(self, items: list[dict], width: int) -> dict[str, torch.Tensor]:
@@ -139,17 +158,34 @@ class LexiconField:
         for key in ("words", "word_starts", "word_ends"):
             if key in items[0]:
                 batch[key] = pad([it[key] for it in items], W)
+        if self.types:
+            out = torch.zeros(len(items), W, len(self.types), dtype=torch.long)  # [B, W, S], 0 at padding
+            for b, it in enumerate(items):
+                if it["word_types"]:
+                    out[b, : len(it["word_types"])] = torch.tensor(it["word_types"], dtype=torch.long)
+            batch["word_types"] = out
         return batch
 
     def sizes(self) -> dict[str, int]:
-        return {"words": len(self.words)} if self.words is not None else {}
+        sizes = {"words": len(self.words)} if self.words is not None else {}
+        for source in self.types or {}:
+            sizes[f"word_types_{source}"] = len(TYPE_NAMES[source]) + 1  # + padding
+        return sizes
 
     def to_dict(self) -> dict:
-        return {"words": self.words.to_list() if self.words is not None else None}
+        d = {"words": self.words.to_list() if self.words is not None else None}
+        if self.types:
+            d["types"] = dict(self.types)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, lexicon: Lexicon) -> "LexiconField":
-        return cls(lexicon, Vocab.from_list(d["words"]) if d.get("words") is not None else None)
+        types = d.get("types")
+        if types is not None:
+            if not isinstance(types, dict) or not types:
+                raise ZhnerError("the lexicon field's types: expected a mapping of source to codes")
+            types = {s: check_codes(c, s, len(lexicon), "vocab.json") for s, c in types.items()}
+        return cls(lexicon, Vocab.from_list(d["words"]) if d.get("words") is not None else None, types)
 
 
 class PieceField:

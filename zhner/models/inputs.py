@@ -110,6 +110,8 @@ class Featurizer:
         bert_form: str = "bare",
         english_scores: list[float] | None = None,
         char_features: str = "none",
+        word_types: dict[str, str] | None = None,
+        extra_texts: Sequence[str] = (),
     ) -> "Featurizer":
         """Characters and bigrams from train; from dev/test only those a pretrained table can give a vector
         (`known_chars`: the characters with a pretrained vector), so no evaluation token gets an untrained random row.
@@ -121,7 +123,10 @@ class Featurizer:
         The translation field (ACT-S) reads the English BERT's `english_vocab`; `translator` translates, at prediction,
         examples that come without a translation. `bert_scores` / `english_scores` (a SentencePiece vocabulary's piece
         scores, e5-small's) switch the pieces to NFKC characters in `bert_form` (bare | marked) and the unigram model for
-        words (zhner.data.sentencepiece). `char_features` names the frozen LAC features of the "lac" field."""
+        words (zhner.data.sentencepiece). `char_features` names the frozen LAC features of the "lac" field. `word_types`
+        (source -> one code per lexicon word) types the lexicon field's words (embeddings.word_types). `extra_texts` are
+        texts training may show besides the splits' (train.mention_replacement's mentions): their characters with a
+        pretrained vector and their lexicon words join the vocabularies, as dev/test text does."""
         norm = lambda tokens: [normalize_char(c, normalize_digits) for c in tokens]  # noqa: E731
         fields: list[Field] = []
         if "chars" in names or "bigrams" in names:
@@ -139,6 +144,8 @@ class Featurizer:
                         extra_chars.update(c for c in chars if c in known_chars)
                         if bigram_min_count <= 1:
                             extra_bigrams.update(b for b in bigrams(chars) if b[0] in known_chars)
+                for text in extra_texts:
+                    extra_chars.update(c for c in norm(list(text)) if c in known_chars)
             if "chars" in names:
                 fields.append(CharField(Vocab.build(char_counts, extra=extra_chars), normalize_digits))
             if "bigrams" in names:
@@ -147,8 +154,9 @@ class Featurizer:
         if "lexicon" in names:
             words = None
             if word_vocab:
-                words = Vocab.build(LexiconField.word_counts(lexicon, (ex for c in splits.values() for ex in c)))
-            fields.append(LexiconField(lexicon, words))
+                examples = [ex for c in splits.values() for ex in c] + [Example(list(t)) for t in extra_texts]
+                words = Vocab.build(LexiconField.word_counts(lexicon, examples))
+            fields.append(LexiconField(lexicon, words, word_types))
         if "pieces" in names:
             fields.append(PieceField(bert_vocab, unit, lowercase, bert_scores, bert_form))
         if "syntax" in names:

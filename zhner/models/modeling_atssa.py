@@ -20,7 +20,9 @@ from pydantic import Field
 from torch import nn
 
 from zhner.errors import ZhnerError
-from zhner.models.base import Dropout, ModelConfig, Positive, SequenceTagger, char_input
+from zhner.models.base import (
+    Dropout, ModelConfig, Positive, SequenceTagger, add_word_types, char_input, word_type_embedding,
+)
 from zhner.nn.encoder import tener_encoder
 from zhner.nn.selective_attention import SelectiveAttention
 from zhner.nn.word_fusion import WordFusion
@@ -61,6 +63,7 @@ class ATSSA(SequenceTagger):
         word_dim = config.word_dim or config.char_dim
         self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
+        self.word_types = word_type_embedding(config, word_dim)  # embeddings.word_types (issue 50); None without
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.fusion = WordFusion(self.embed.out_dim, word_dim, d_model, config.heads)
         self.in_proj = nn.Linear(self.embed.out_dim + d_model, d_model)  # [x_i ; x^w_i] -> d_model
@@ -88,7 +91,8 @@ class ATSSA(SequenceTagger):
             raise ZhnerError("ATSSA needs lexicon words in the batch (a featurizer built with a lexicon)")
         mask = batch["mask"]  # [B, L]
         x = self.embed(batch["chars"], batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features"))  # [B, L, d_char]
-        words = self.word_dropout(self.words(batch["words"]))  # [B, W, d_word]
+        # the word embedding of Eq. 13, plus its type embedding with embeddings.word_types
+        words = self.word_dropout(add_word_types(self.words(batch["words"]), self.word_types, batch))  # [B, W, d_word]
         xw = self.fusion(x, words, batch["word_starts"], batch["word_ends"], batch["word_mask"])  # [B, L, D]
         h = self.in_proj(torch.cat([x, xw], dim=-1))  # [B, L, D]
         for layer in self.layers:

@@ -3,9 +3,11 @@ a Transformer encoder with span relative position encoding (Eq. 4-11, see zhner/
 zhner/nn/flat_attention.py), CRF over characters.
 
     chars [B, L] -> [char emb ; bigram emb] -> Linear -> [B, L, D]   heads = tails = 0..L-1
-    words [B, W] -> word emb -> Linear      -> [B, W, D]             heads = word_starts, tails = word_ends
+    words [B, W] -> word emb (+ type emb) -> Linear -> [B, W, D]     heads = word_starts, tails = word_ends
       (word_embedding "chars": a word's vector is the mean of its characters' rows of the char table, so there is no word
        table and any lexicon word works at prediction time, seen in training or not -- a small model to ship)
+      (embeddings.word_types: a type embedding per lexicon word -- jieba's tag, LAC's reading, or both summed -- added
+       to the word's vector: the word token's E_x of Eq. 3 / 11; zhner.nn.embedding.TypeEmbedding)
     flat = [chars ; words] [B, N = L + W, D], span mask = [mask ; word_mask]
     -> encoder layers -> first L positions -> Linear -> emissions [B, L, T] -> CRF
 
@@ -34,8 +36,10 @@ from zhner.models.base import (
     ModelConfig,
     Positive,
     SequenceTagger,
+    add_word_types,
     attention_bytes,
     char_input,
+    word_type_embedding,
 )
 from zhner.nn.encoder import EncoderLayer
 from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
@@ -105,6 +109,7 @@ class FLAT(SequenceTagger):
         word_dim = config.word_dim or config.char_dim
         self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0) if config.word_embedding == "table" else None
+        self.word_types = word_type_embedding(config, word_dim)  # embeddings.word_types (issue 50); None without
         self.word_dropout = nn.Dropout(config.embed_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
         self.word_proj = nn.Linear(word_dim, d_model)
@@ -151,7 +156,8 @@ class FLAT(SequenceTagger):
         chars, mask = batch["chars"], batch["mask"]  # [B, L]
         B, L = chars.shape
         x_chars = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, L, D]
-        x_words = self.word_proj(self.word_dropout(self.word_vectors(batch)))  # [B, W, D]
+        # a word token's embedding E_x (Eq. 3 / 11): its vector, plus its type embedding with embeddings.word_types
+        x_words = self.word_proj(self.word_dropout(add_word_types(self.word_vectors(batch), self.word_types, batch)))  # [B, W, D]
         positions = torch.arange(L, device=chars.device).expand(B, L)  # a character's head and tail are its index
         heads = torch.cat([positions, batch["word_starts"]], dim=1)  # [B, N]
         tails = torch.cat([positions, batch["word_ends"]], dim=1)  # [B, N]

@@ -2,7 +2,8 @@
 in the sentence through an InterFormer (zhner/nn/interformer.py), then a TENER encoder over characters only, then a CRF.
 
     chars [B, n] -> [char emb ; bigram emb] -> Dropout(char) -> Linear -> X^C [B, n, D]   heads = tails = 0..n-1
-    words [B, m] -> word emb -> Dropout(word) -> Linear          -> X^W [B, m, D]          heads/tails = word_starts/ends
+    words [B, m] -> word emb (+ type emb) -> Dropout(word) -> Linear -> X^W [B, m, D]      heads/tails = word_starts/ends
+      (embeddings.word_types: a type embedding per lexicon word added to its vector, X^W of Eq. 1)
     X^C = InterFormer(X^C attends to [<non_word> ; X^W])   scores [B, H, n, 1 + m]        (Eq. 1-10)
     X^C = TENER encoder(X^C)                               scores [B, H', n, n]           (Section IV-B)
     -> Linear -> emissions [B, n, T] -> CRF
@@ -34,9 +35,11 @@ from zhner.models.base import (
     ModelConfig,
     Positive,
     SequenceTagger,
+    add_word_types,
     attention_bytes,
     char_input,
     local_inputs,
+    word_type_embedding,
 )
 from zhner.nn.encoder import EncoderLayer
 from zhner.nn.interformer import InterFormer
@@ -82,6 +85,7 @@ class NFLAT(SequenceTagger):
         word_dim = config.word_dim or config.char_dim
         self.embed = char_input(config)
         self.words = nn.Embedding(vocab_sizes["words"], word_dim, padding_idx=0)
+        self.word_types = word_type_embedding(config, word_dim)  # embeddings.word_types (issue 50); None without
         self.word_dropout = nn.Dropout(config.word_dropout)
         self.char_proj = nn.Linear(self.embed.out_dim, d_model)
         self.word_proj = nn.Linear(word_dim, d_model)
@@ -127,7 +131,8 @@ class NFLAT(SequenceTagger):
         chars, mask = batch["chars"], batch["mask"]  # [B, n]
         B, n = chars.shape
         x = self.char_proj(self.embed(chars, batch.get("bigrams"), batch.get("bert_ids"), batch.get("char_features")))  # [B, n, D]
-        w = self.word_proj(self.word_dropout(self.words(batch["words"])))  # [B, m, D]
+        # X^W of Eq. 1: the word's vector, plus its type embedding with embeddings.word_types
+        w = self.word_proj(self.word_dropout(add_word_types(self.words(batch["words"]), self.word_types, batch)))  # [B, m, D]
         positions = torch.arange(n, device=chars.device).expand(B, n)  # a character's head and tail are its index
         x = self.interformer(
             x, positions, positions, w, batch["word_starts"], batch["word_ends"], batch["word_mask"], n - 1, traceable

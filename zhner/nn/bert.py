@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
+import os
+import pickle
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from torch import nn
 
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
+from zhner.fileio import FileKind, check_regular, read_json, read_text, torch_archive_problem
 from zhner.nn.memo import RowMemo
 
 __all__ = [
@@ -359,10 +362,18 @@ class PretrainedBert:
         return PretrainedBert(config, vocab, weights, scores)
 
 
+BERT_CONFIG = FileKind("a BERT config (config.json)", 2**20)
+BERT_VOCAB = FileKind("a BERT vocabulary (vocab.txt)", 256 * 2**20)
+BERT_SCORES = FileKind("a SentencePiece vocabulary (sentencepiece.json)", 256 * 2**20)
+
+
 def read_vocab(path: str | Path) -> dict[str, int]:
-    """vocab.txt: one token per line, id = line index; a repeated token keeps its last id."""
-    with open(path, encoding="utf-8") as f:
-        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+    """vocab.txt: one token per line, id = line index; a repeated token keeps its last id. A file that is not UTF-8
+    text (or not a regular file of at most 256 MiB) is an error naming it."""
+    lines = re.split(r"\r\n|\r|\n", read_text(path, BERT_VOCAB))  # the line ends open() reads (not splitlines')
+    if lines[-1] == "":  # the newline that ends the last line opens no line of its own
+        lines.pop()
+    return {line: i for i, line in enumerate(lines)}
 
 
 def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool = True) -> PretrainedBert:
@@ -378,20 +389,12 @@ def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool =
             "no such directory: a pretrained BERT is a local directory with config.json, vocab.txt and weights", directory
         )
     config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise ZhnerError("no config.json: not a BERT checkpoint directory", config_path)
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ZhnerError(f"cannot read the config: {exc}", config_path) from None
+    raw = read_json(config_path, BERT_CONFIG, missing="no config.json: not a BERT checkpoint directory")
     config = BertConfig.from_dict(raw, config_path)
     vocab_path = directory / "vocab.txt"
-    if not vocab_path.is_file():
+    if not os.path.lexists(vocab_path):
         raise ZhnerError("no vocab.txt: a BERT checkpoint needs its vocabulary", vocab_path)
-    try:
-        vocab = read_vocab(vocab_path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ZhnerError(f"cannot read the vocabulary: {exc}", vocab_path) from None
+    vocab = read_vocab(vocab_path)
     for token in (CLS, SEP, UNK):
         if token not in vocab:
             raise ZhnerError(f"the vocabulary has no {token} token", vocab_path)
@@ -402,38 +405,52 @@ def load_pretrained(directory: str | Path, pooler: bool = False, weights: bool =
     scores = _read_scores(directory / "sentencepiece.json", len(vocab))
     if not weights:
         return PretrainedBert(config.to_dict(), vocab, {}, scores)
-    weights_path, state = _read_weights(directory)
+    weights_path, state = _read_weights(directory, config)
     return PretrainedBert(config.to_dict(), vocab, _fit_weights(state, config, pooler, weights_path), scores)
 
 
 def _read_scores(path: Path, pieces: int) -> list[float] | None:
     """The unigram scores of a SentencePiece vocabulary ({"pieces": [[piece, score], ...]} in id order), or None when
     the directory has no sentencepiece.json (a WordPiece BERT)."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
+    raw = read_json(path, BERT_SCORES)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))["pieces"]
-        scores = [float(score) for _, score in raw]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        scores = [float(score) for _, score in raw["pieces"]]
+    except (ValueError, KeyError, TypeError) as exc:
         raise ZhnerError(f"cannot read the SentencePiece scores: {exc}", path) from None
     if len(scores) != pieces:
         raise ZhnerError(f"{len(scores)} pieces, but vocab.txt has {pieces}", path)
     return scores
 
 
-def _read_weights(directory: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+def _read_weights(directory: Path, config: BertConfig) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The state dict of model.safetensors, or else pytorch_model.bin (tensors only: a pickled object is refused
+    unrun), a regular file of at most twice the config's weights in float32 (and 128 MiB)."""
     path = directory / "model.safetensors"
+    if not os.path.lexists(path):
+        path = directory / "pytorch_model.bin"
+        if not os.path.lexists(path):
+            raise ZhnerError("no weights file: neither model.safetensors nor pytorch_model.bin", directory)
+    with torch.device("meta"):  # shapes only, no memory
+        expected = sum(t.numel() for t in BertModel(config, add_pooling_layer=True).state_dict().values())
+    kind = FileKind("the weights of this BERT config", 8 * expected + 2**27)
+    check_regular(path, kind)
+    problem = None if path.suffix == ".safetensors" else torch_archive_problem(path, kind)
+    if problem:  # before torch.load unpacks anything
+        raise ZhnerError(f"cannot read the weights ({problem})", path)
     try:
-        if path.is_file():
+        if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
             state = load_file(path)
-        elif (path := directory / "pytorch_model.bin").is_file():
-            state = torch.load(path, map_location="cpu", weights_only=True)
         else:
-            raise ZhnerError("no weights file: neither model.safetensors nor pytorch_model.bin", directory)
-    except ZhnerError:
-        raise
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "global" not in str(exc).lower():  # garbage or a truncated file, not an object the safe loader refused
+            raise ZhnerError("cannot read the weights (corrupt or not a checkpoint)", path) from None
+        raise ZhnerError("refused: this file holds Python objects, not only tensors (nothing of it was run); save the "
+                         "weights as model.safetensors", path) from None
     except Exception as exc:  # safetensors / pickle / zip errors of a truncated or foreign file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ZhnerError(f"cannot read the weights (corrupt or not a checkpoint): {first}", path) from None

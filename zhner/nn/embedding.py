@@ -67,3 +67,22 @@ def load_matrix(embedding: nn.Embedding, matrix: np.ndarray) -> None:
         embedding.weight.copy_(torch.from_numpy(np.asarray(matrix, dtype=np.float32)))
         if embedding.padding_idx is not None:
             embedding.weight[embedding.padding_idx].zero_()
+
+
+class TypeEmbedding(nn.Module):
+    """A type embedding per lexicon word (issue 50), one table per type source, summed: word_types [B, W, S] (each
+    source's type id, 0 at padding) -> [B, W, dim], added to the word's own vector where it enters the lattice (FLAT's
+    token embedding E_x of Eq. 3 / Eq. 11 for a word token, NFLAT's X^W of Eq. 1). The tables start at zero, so training
+    starts from the model without types and learns how far to trust them."""
+
+    def __init__(self, sizes: list[int], dim: int):
+        super().__init__()
+        self.tables = nn.ModuleList(nn.Embedding(n, dim, padding_idx=0) for n in sizes)
+        for table in self.tables:
+            nn.init.zeros_(table.weight)
+
+    def forward(self, word_types: torch.Tensor) -> torch.Tensor:
+        out = self.tables[0](word_types[..., 0])
+        for s in range(1, len(self.tables)):
+            out = out + self.tables[s](word_types[..., s])
+        return out

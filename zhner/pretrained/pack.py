@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,7 +15,7 @@ import torch
 
 from zhner.data.sentencepiece import MARK, common_chinese_chars
 from zhner.errors import ZhnerError
-from zhner.fileio import current_umask
+from zhner.fileio import new_directory, replacing, staged_path
 from zhner.nn.bert import PretrainedBert, load_pretrained
 
 __all__ = ["character_pieces", "pack_encoder"]
@@ -34,30 +32,27 @@ def character_pieces(vocab: dict[str, int], chars: Iterable[str]) -> set[int]:
 
 def pack_encoder(source: Path, out: Path, chars: Iterable[str], dtype: torch.dtype = torch.float16) -> PretrainedBert:
     """Write `source`'s encoder cut to the pieces of `chars` (and the common Chinese characters) into `out`, weights in
-    `dtype`: config.json, model.safetensors, vocab.txt, sentencepiece.json. Atomic (temporary directory + rename);
-    an existing `out` is refused."""
+    `dtype`: config.json, model.safetensors, vocab.txt, sentencepiece.json. Atomic (zhner.fileio.new_directory: a
+    temporary directory renamed over `out`, claimed first); an existing `out` (a dangling link included) is refused."""
     from safetensors.torch import save_file
 
-    if out.exists():
+    if os.path.lexists(out):
         raise ZhnerError("already exists; name a new directory", out)
     bert = load_pretrained(source)
     if bert.scores is None:
         raise ZhnerError("not a SentencePiece encoder (no sentencepiece.json): nothing to prune", source)
     small = bert.pruned(character_pieces(bert.vocab, set(chars) | common_chinese_chars()))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        save_file({k: v.to(dtype).contiguous() for k, v in small.weights.items()}, str(tmp / "model.safetensors"))
-        (tmp / "config.json").write_text(json.dumps(small.config | {"model_type": "bert"}, indent=1) + "\n", encoding="utf-8")
-        pieces = sorted(small.vocab, key=small.vocab.get)
-        (tmp / "vocab.txt").write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
-        sp = {"model": "unigram", "pieces": [[p, s] for p, s in zip(pieces, small.scores)]}
-        (tmp / "sentencepiece.json").write_text(json.dumps(sp, ensure_ascii=False) + "\n", encoding="utf-8")
-        mode = 0o666 & ~current_umask()
-        for path in tmp.iterdir():
-            path.chmod(mode)
-        tmp.chmod(mode | (mode & 0o444) >> 2)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    pieces = sorted(small.vocab, key=small.vocab.get)
+    texts = {
+        "config.json": json.dumps(small.config | {"model_type": "bert"}, indent=1) + "\n",
+        "vocab.txt": "".join(p + "\n" for p in pieces),
+        "sentencepiece.json": json.dumps({"model": "unigram", "pieces": [[p, s] for p, s in zip(pieces, small.scores)]},
+                                         ensure_ascii=False) + "\n",
+    }
+    with new_directory(out) as tmp:  # each file a new one of its own (exclusive, never through a link), then renamed
+        with staged_path(tmp / "model.safetensors", through_special=False) as partial:
+            save_file({k: v.to(dtype).contiguous() for k, v in small.weights.items()}, str(partial))
+        for name, text in texts.items():
+            with replacing(tmp / name) as handle:
+                handle.write(text)
     return small

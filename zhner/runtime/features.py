@@ -4,7 +4,7 @@ vocab.json and lexicon.txt (and, for LAC, the installed jieba's model, read by z
 Every batch has mask [B, L] (True = a real character); see zhner.models.fields for the other keys."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,7 @@ class Features:
         self.matcher = matcher
         lexicon = fields.get("lexicon")
         self.words = Vocab.from_list(lexicon["words"]) if lexicon and lexicon.get("words") is not None else None
+        self.word_types = self._word_types(lexicon.get("types") if lexicon else None)
         pieces = fields.get("pieces")
         if pieces is not None and pieces.get("unit", "char") != "char":
             raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
@@ -57,19 +58,37 @@ class Features:
         if lac is not None:
             check_lac_weights(self.lac_kind, lac.get("weights_sha256"))
 
+    def _word_types(self, types: dict | None) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]] | None:
+        """embeddings.word_types: typed word -> each source's type id + 1 (as zhner.models.fields.LexiconField), and
+        the ids of a word of no type."""
+        if not types:
+            return None
+        words = self.matcher.ordered if self.matcher is not None else []
+        sources = [s for s in ("jieba", "lac") if s in types]
+        other = (1,) * len(sources)
+        for s in sources:
+            if not isinstance(types[s], str) or len(types[s]) != len(words) or not types[s].isdigit():
+                raise ZhnerError(f"the {s} word types of vocab.json do not fit lexicon.txt ({len(words):,} words)")
+        typed = {}
+        for i, word in enumerate(words):
+            ids = tuple(int(types[s][i]) + 1 for s in sources)
+            if ids != other:
+                typed[word] = ids
+        return typed, other
+
     def _vocab(self, name: str) -> Vocab | None:
         field = self.fields.get(name)
         return Vocab.from_list(field["vocab"]) if field is not None else None
 
     @classmethod
-    def from_directory(cls, vocab: dict, directory: Path) -> "Features":
-        """The features of a model directory's parsed vocab.json (format 2)."""
+    def from_directory(cls, vocab: dict, path: Callable[[str], Path]) -> "Features":
+        """The features of a model directory's parsed vocab.json (format 2), its file NAME at path(NAME)."""
         if vocab.get("format") != FORMAT or not isinstance(vocab.get("fields"), dict):
             raise ZhnerError("an older vocab.json layout: load and save the model with zhner.Tagger once to upgrade it",
-                             directory / "vocab.json")
+                             path("vocab.json"))
         if vocab.get("unit", "char") != "char":
             raise ZhnerError("the torch-free runtime tags character models; this one reads words: use zhner.export.OnnxTagger")
-        matcher = WordMatcher.load(directory / "lexicon.txt") if "lexicon" in vocab["fields"] else None
+        matcher = WordMatcher.load(path("lexicon.txt")) if "lexicon" in vocab["fields"] else None
         return cls(vocab["fields"], matcher)
 
     def produces(self) -> set[str]:
@@ -79,6 +98,7 @@ class Features:
         names |= {"bigrams"} if self.bigram_vocab is not None else set()
         names |= {"word_mask", "word_starts", "word_ends"} if self.matcher is not None else set()
         names |= {"words"} if self.words is not None else set()
+        names |= {"word_types"} if self.word_types is not None else set()
         names |= {"char_features"} if self.lac_kind is not None else set()
         return names | ({"bert_ids"} if self.pieces is not None else set())
 
@@ -114,6 +134,13 @@ class Features:
         }
         if self.words is not None:
             out["words"] = pad([self.words.encode(w for _, _, w in m) for m in matches], width)
+        if self.word_types is not None:  # [B, W, S], 0 at padding
+            typed, other = self.word_types
+            types = np.zeros((len(texts), width, len(other)), dtype=np.int64)
+            for b, m in enumerate(matches):
+                if m:
+                    types[b, : len(m)] = [typed.get(w, other) for _, _, w in m]
+            out["word_types"] = types
         return out
 
     def _lac(self, texts: Sequence[str], width: int) -> np.ndarray:

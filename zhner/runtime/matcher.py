@@ -8,25 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zhner.errors import ZhnerError
+from zhner.fileio import LEXICON_FILE, read_text
 
 Match = tuple[int, int, str]  # (start, end exclusive, word)
 
 
 class WordMatcher:
     def __init__(self, words: list[str]):
+        self.ordered = list(words)  # as lexicon.txt lists them: the order vocab.json's word type codes follow
         self.words = frozenset(words)
         self.prefixes = frozenset(w[:k] for w in self.words for k in range(1, len(w)))
 
     @classmethod
     def load(cls, path: Path) -> "WordMatcher":
         """A model directory's lexicon.txt (one word per line, as Lexicon.save writes it)."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ZhnerError("missing lexicon file of a lattice model", path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ZhnerError(f"cannot read the lexicon ({type(exc).__name__})", path) from None
+        text = read_text(path, LEXICON_FILE, missing="missing lexicon file of a lattice model")
         return cls([w for w in (line.strip() for line in text.split("\n")) if w])
 
     def match(self, text: str) -> list[Match]:

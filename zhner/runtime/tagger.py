@@ -5,27 +5,27 @@ over-long sentence into overlapping windows) and the spans stitched back; pieces
 length-sorted batches; `confidence=True` adds each entity's probability under the CRF."""
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from zhner.data.batching import budget_batches
 from zhner.data.example import check_positive, text_list
 from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
-from zhner.fileio import model_directory, read_model_mapping
+from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
 from zhner.runtime.decoding import BatchCRF, entity, scored_spans, viterbi
 from zhner.runtime.features import Features
+from zhner.shipped import onnx_file, resolve_model
 
 ONNX_FILE = "model.onnx"
 # batches of at most this many sentences x length^2: onnxruntime's arena keeps the largest batch's memory for good; at
 # 250,000 the runtime peaked at 1.06 GB on the three test sets, at 100,000 at 445 MB, and tagged 1.06x as fast
 # (interleaved, zh-small). A graph exported before the character-query positions stores R per pair ([B, N, N, d_model])
 ONNX_MAX_CELLS = 100_000
+ONNX_GRAPH = FileKind("an ONNX graph", 2**31)  # protobuf's limit: a larger graph keeps its weights outside
 PIECE_CHARS_KEY = "zhner.piece_chars"  # the export's metadata: the longest piece the PyTorch tagger tags whole
 Piece = tuple[int, str]
 
@@ -45,14 +45,26 @@ def session(path: Path, threads: int = 1):
         import onnxruntime as ort
     except ImportError:
         raise ZhnerError("running an ONNX model needs onnxruntime: pip install 'zhner[onnx]'") from None
-    if not path.is_file():
-        raise ZhnerError("no such ONNX file (write it with: zhner export MODEL_DIR)", path)
+    check_regular(path, ONNX_GRAPH, missing="no such ONNX file (write it with: zhner export MODEL_DIR)")
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = threads
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for unreadable graphs
         raise ZhnerError(f"cannot load this ONNX model ({type(exc).__name__})", path) from None
+
+
+def _task_and_features(path: Callable[[str], Path]) -> tuple[RuntimeTask, Features]:
+    """The task and features of a model directory whose file NAME is at path(NAME)."""
+    vocab = read_model_mapping(path("vocab.json"), "json", VOCAB_FILE)
+    try:
+        task = vocab["task"]
+        if task.get("kind") != "tagging":
+            raise ZhnerError("the torch-free runtime runs taggers; load a classifier with zhner.export.load_onnx",
+                             path("vocab.json"))
+        return RuntimeTask(list(task["labels"]), str(task["scheme"])), Features.from_directory(vocab, path)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", path("vocab.json")) from None
 
 
 class RuntimeTagger:
@@ -70,22 +82,14 @@ class RuntimeTagger:
         self._piece_chars = piece_chars
 
     @classmethod
-    def load(cls, directory: str | Path, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
-        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx)."""
-        directory = model_directory(directory)
-        vocab = read_model_mapping(directory / "vocab.json", json.loads, (ValueError,))
-        try:
-            task = vocab["task"]
-            if task.get("kind") != "tagging":
-                raise ZhnerError("the torch-free runtime runs taggers; load a classifier with zhner.export.load_onnx",
-                                 directory / "vocab.json")
-            runtime_task = RuntimeTask(list(task["labels"]), str(task["scheme"]))
-            features = Features.from_directory(vocab, directory)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ZhnerError(f"malformed vocabulary ({type(exc).__name__}: {exc})", directory / "vocab.json") from None
-        path = Path(onnx_path) if onnx_path is not None else directory / ONNX_FILE
-        graph = session(path, threads)
-        return cls(graph, features, runtime_task, _piece_chars(graph, path))
+    def load(cls, directory: str | Path | None, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
+        """DIRECTORY's vocab.json (and lexicon.txt) with `onnx_path` (default DIRECTORY/model.onnx); DIRECTORY may be
+        a shipped name (zh-small, zh-accurate; None: the default), whose graph the user exports to a file of their own."""
+        directory = model_directory(resolve_model(directory))
+        runtime_task, features = read_committed(directory, _task_and_features)  # the vocabulary and lexicon of one save
+        graph_path = onnx_file(directory, onnx_path)
+        graph = session(graph_path, threads)
+        return cls(graph, features, runtime_task, _piece_chars(graph, graph_path))
 
     @property
     def has_crf(self) -> bool:

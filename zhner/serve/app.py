@@ -359,7 +359,9 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     app.state.limits = limits
     errors = {code: {"model": ErrorBody} for code in (400, 408, 413, 415, 422, 503)}
 
-    @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec())
+    # summaries: the titles Swagger UI shows at /docs (FastAPI would title them by function name: "Ner")
+    @app.post("/v1/ner", response_model=Record | Records, responses=errors, openapi_extra=_request_body_spec(),
+              summary="Tag the entities of one text or several")
     async def ner(request: Request):
         """Entities in one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`)."""
         if kind != "tagging":
@@ -390,6 +392,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
     @app.post("/v1/classify", response_model=Classified | ClassifiedRecords, responses=errors,
+              summary="Classify one text or several",
               openapi_extra=_request_body_spec("ClassifyRequest"))
     async def classify(request: Request):
         """The label of one text (`{"text": ...}` -> one record) or several (`{"texts": [...]}` -> `{"results": [...]}`),
@@ -411,7 +414,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         records = [tagger.record(t, p) for t, p in zip(texts, predictions)]
         return JSONResponse(records[0] if parsed.text is not None else {"results": records})
 
-    @app.get("/health", response_model=Health)
+    @app.get("/health", response_model=Health, summary="Liveness, and the model being served")
     async def health() -> dict:
         """Liveness and what is being served."""
         data = tagger.config.data
@@ -434,7 +437,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     # load balancers probe with HEAD (405 before); the body is left out by the server, the headers are GET's
     app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
 
-    @app.get("/v1/labels", response_model=Labels)
+    @app.get("/v1/labels", response_model=Labels, summary="The model's entity types, tags and scheme")
     async def get_labels() -> dict:
         """Entity types, and the tag set and scheme the model decodes with (a classifier: its labels)."""
         if kind != "tagging":

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from zhner.data.corpus import conll_token, text_record
 from zhner.data.schemes import spans_to_tags
 from zhner.errors import ZhnerError
-from zhner.fileio import atomic_open, bounded_lines
+from zhner.fileio import FileKind, atomic_open, bounded_lines, open_regular, parse_json
 
 CHUNK_LINES = 512  # lines tagged together: sorted by length inside a chunk, so batches carry little padding
 CHUNK_CHARS = 200_000  # ... and at most this many characters, so a chunk of long documents stays small too
@@ -51,13 +51,26 @@ def _lines(source: str) -> Iterator[tuple[int, str | BadRecord]]:
             stream.close()
 
 
+def scan_file(source: str, what: str) -> bool:
+    """Read a file through this engine's bounded reader without keeping its lines, for an engine that reads it again
+    itself (--engine ray): a line over MAX_LINE_BYTES is the error it is here, and only a regular file is read (a FIFO
+    cannot be read twice). Returns whether its first non-blank line is a JSON object (JSONL input, as detected here)."""
+    jsonl = None
+    with open_regular(source, FileKind(what, 2**50)) as stream:
+        for lineno, raw in bounded_lines(stream, source):
+            if jsonl is None and raw.strip():
+                line = raw[3:] if lineno == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
+                jsonl = is_json_object(line.decode("utf-8", errors="replace").rstrip("\r\n"))
+    return bool(jsonl)
+
+
 def is_json_object(line: str) -> bool:
     """Whether a line is one JSON object: the sign of a JSONL stream (text lines are not, even one starting "{")."""
     if not line.lstrip().startswith("{"):
         return False
     try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
+        return isinstance(parse_json(line), dict)
+    except ValueError:  # not JSON, or nested too deeply (TooDeep)
         return False
 
 

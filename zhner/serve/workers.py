@@ -8,12 +8,14 @@ each worker) loads the model once there. A worker whose model cannot load prints
 startup-failure code, which makes the parent stop the others (`serve_workers` then raises that line).
 
 On Linux each worker also asks the kernel for SIGTERM when its parent dies, so that even a SIGKILLed parent leaves no
-worker behind holding the port.
+worker behind holding the port. A worker that dies is logged at WARNING with its replacement (uvicorn says so at INFO
+only, below `zhner serve`'s log level).
 """
 from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import signal
 import sys
@@ -28,6 +30,7 @@ SETTINGS_ENV = "ZHNER_SERVE_WORKER"
 FACTORY = "zhner.serve.workers:app_from_environment"
 STARTUP_FAILURE = 3  # = uvicorn.config.STARTUP_FAILURE: the supervisor stops instead of restarting the worker
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+log = logging.getLogger("uvicorn.error")  # uvicorn's own: its handler and format, at the server's log level
 
 
 def worker_settings(model_dir: Path, device: str, limits: Limits) -> str:
@@ -82,7 +85,34 @@ def serve_workers(
         FACTORY, factory=True, host=host, port=port, workers=workers, http=protocol_class(limits.read_timeout_s),
         access_log=access_log, log_level="info" if access_log else "warning",
     )
-    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor = supervisor_class()(config, sockets=[config.bind_socket()])
     supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         raise ZhnerError("the workers could not start (see the worker's error above)")
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """How a process ended, in words: "killed by SIGKILL", "exit code 1"."""
+    if exitcode is None:
+        return "unknown exit"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+def supervisor_class() -> type:
+    """uvicorn's Multiprocess supervisor, which logs a worker's death and its replacement at WARNING."""
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def keep_subprocess_alive(self) -> None:
+            before = list(self.processes)
+            super().keep_subprocess_alive()  # replaces a dead (or hung: killed) worker by a new process in its slot
+            for old, new in zip(before, self.processes):
+                if new is not old:
+                    log.warning("worker %s died (%s); restarting it as worker %s", old.pid, exit_reason(old.exitcode), new.pid)
+
+    return Supervisor

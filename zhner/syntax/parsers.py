@@ -25,11 +25,12 @@ from pathlib import Path
 
 from zhner.data.example import Example
 from zhner.errors import ZhnerError
+from zhner.fileio import FileKind, read_text
 from zhner.syntax.distance import check_heads
 
 INSTALL = "pip install 'zhner[syntax]'"
 _SPACE = re.compile(r"\s+")
-
+CONLLU_FILE = FileKind("a CoNLL-U file", 2**31)
 
 class Parser:
     """The interface: `name` (the cache key's parser part) and `parse`."""
@@ -218,12 +219,7 @@ class ConlluParser(Parser):
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if not self.path.is_file():
-            raise ZhnerError("no such CoNLL-U file (model.parser: conllu:PATH)", self.path)
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ZhnerError(f"cannot read the CoNLL-U file: {exc}", self.path) from None
+        text = read_text(self.path, CONLLU_FILE, missing="no such CoNLL-U file (model.parser: conllu:PATH)")
         self.sentences = {squeeze("".join(forms)): (forms, heads) for forms, heads in read_conllu(text, str(self.path))}
         self.name = f"conllu:{self.path.resolve()}"
 

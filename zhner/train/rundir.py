@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from zhner.errors import ZhnerError
-from zhner.fileio import SAVE_JOURNAL, TEMP_SUFFIX, check_output_dir, finish_pending_save, writing
+from zhner.fileio import SAVE_JOURNAL, TEMP_SUFFIX, check_output_dir, directory_lock, finish_pending_save, writing
 
 try:
     import fcntl
@@ -64,7 +64,8 @@ def claimed(directory: Path, markers: tuple[str, ...]) -> Iterator[None]:
     try:
         with locked(directory / LOCK, directory):
             try:
-                finish_pending_save(directory)  # a model save killed after its commit point
+                with directory_lock(directory):  # another save into it (Tagger.save) takes turns
+                    finish_pending_save(directory)  # a model save killed after its commit point
                 _remove_stale_temporaries(directory)
                 yield
                 (directory / LOCK).unlink()  # a finished run is known by its metrics.json; a model ships without it

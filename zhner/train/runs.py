@@ -19,7 +19,7 @@ from pathlib import Path
 from zhner.config import MAX_SEED, Config, apply_overrides, config_from_dict, parse_override
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
-from zhner.fileio import atomic_write_text
+from zhner import fileio
 from zhner.pipeline import METRICS, WEIGHTS, read_json, read_yaml
 from zhner.train.rundir import check_ours
 from zhner.train.trainer import CHECKPOINT, log_info, train
@@ -105,15 +105,21 @@ def train_seeds(
         summaries.append(run_summary(train_one(seeded, out / f"seed{seed}", log, overwrite, device)))
         # partial sets are readable; a rerun keeps the summaries of the seeds it has not reached yet
         later = [earlier[s] for s in range(seed + 1, first + seeds) if s in earlier]
-        atomic_write_text(out / "seeds.json", json.dumps(summaries + later, indent=2, ensure_ascii=False))
+        _write_json(out / "seeds.json", summaries + later)
     return summaries
+
+
+def _write_json(path: Path, value: object) -> None:
+    """A file of zhner's own folder: a new file renamed over its name, never written through a planted link."""
+    with fileio.replacing(path) as handle:
+        handle.write(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _earlier_summaries(path: Path) -> dict[int, dict]:
     """seed -> summary of an earlier seeds.json ({} when there is none or it cannot be read: it is rewritten)."""
     try:
-        summaries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summaries = fileio.read_json(path, fileio.MODEL_FILE)  # bounded: a FIFO or /dev/zero there is not read
+    except ZhnerError:
         return {}
     if not isinstance(summaries, list):
         return {}
@@ -166,5 +172,5 @@ def sweep(
         field = next((s.get("metric") for s in summaries if s.get("metric")), "f1_strict")
         means = {f"{split}.{field}": _mean_std([s[split][field] for s in summaries if s[split]]) for split in ("test", "dev")}
         result["runs"].append({"value": value, "dir": name, "metric": field, "summaries": summaries} | means)
-        atomic_write_text(out / "sweep.json", json.dumps(result, indent=2, ensure_ascii=False))
+        _write_json(out / "sweep.json", result)
     return result

@@ -25,20 +25,26 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
 import yaml
 from tqdm import tqdm
 
-from zhner.config import Config, TrainConfig, config_from_dict, dump_config
+from zhner.config import Config, DataConfig, TrainConfig, config_from_dict, dump_config
+from zhner.data.augment import MentionReplacer, guess_classes, lexicon_pool, train_pool
 from zhner.data.batching import length_batches
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
 from zhner.data.catalogue import DATASETS
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
-from zhner.fileio import check_output_dir, reading, replacing, writing
+from zhner.fileio import (
+    LOG_FILE, FileKind, check_output_dir, check_regular, parse_json, parse_yaml, read_bytes, replacing,
+    torch_archive_problem, writing,
+)
 from zhner.lexicon.lexicon import Lexicon
+from zhner.lexicon.types import JIEBA_ENTITY, SOURCES, jieba_codes, typed_words
 from zhner.classifier import Classifier
 from zhner.lexicon.table import Vectors
 from zhner.lexicon.pretrain import merge_vectors
@@ -50,7 +56,7 @@ from zhner.models.fields import word_tokenizer
 from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
 from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.nn.embedding import load_matrix
-from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured
+from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured, state_bytes
 from zhner.tagger import Tagger
 from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 from zhner.tasks import SentenceClassification, SpanTagging, Task
@@ -72,6 +78,7 @@ class Run:
     tagger: Pipeline  # a Tagger or a Classifier, as the task
     parts: dict[str, dict[str, Corpus]]  # data.union: each corpus's own splits (empty without a union)
     unk_pieces: dict[str, list[int]] | None = None  # BERT input: [UNK] pieces and all pieces per split
+    replacer: MentionReplacer | None = None  # train.mention_replacement: the training mentions swapped each epoch
 
 
 logger = logging.getLogger("zhner.train")
@@ -153,6 +160,8 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         _translate(splits, config, log)
     if source is not None:
         splits = fit_scheme(splits, source, log)
+    word_types = lexicon_word_types(config, lexicon, log)
+    replacer = mention_replacer(config, splits, lexicon, log)
     task = make_task(splits, config)
     if source is not None:
         task = source_task(source, task, log)
@@ -178,6 +187,8 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
         bert_form=getattr(config.model, "e5_piece", "bare"),
         english_scores=english.scores if english is not None else None,
         char_features=getattr(config.model, "char_features", "none"),
+        word_types=word_types,
+        extra_texts=_lexicon_mentions(replacer),
     )
     if source is not None:
         extend_vocabularies(featurizer, source)
@@ -210,7 +221,86 @@ def prepare(config: Config, log: Callable[[str], None] = log_info) -> Run:
     log(f"model {config.model.name}: {sum(p.numel() for p in model.parameters()):,} parameters")
     unk = _unk_pieces(featurizer, splits, log)
     pipeline = (Tagger if task.kind == "tagging" else Classifier)(model, featurizer, config)
-    return Run(config, splits, featurizer, pipeline, parts, unk)
+    return Run(config, splits, featurizer, pipeline, parts, unk, replacer)
+
+
+LATTICE_MODELS = ("flat", "nflat", "atssa")  # the models that read lexicon words (and so their types)
+
+
+def lexicon_word_types(config: Config, lexicon: Lexicon | None, log: Callable[[str], None]) -> dict[str, str] | None:
+    """embeddings.word_types: source -> one type code per lexicon word (zhner.lexicon.types; LAC's through
+    zhner.pretrained.lac.word_types_cached), or None when off."""
+    spec = config.embeddings.word_types
+    if spec == "none":
+        return None
+    if lexicon is None or config.model.name not in LATTICE_MODELS:
+        raise ZhnerError(
+            f"types the lexicon words of a lattice model ({', '.join(LATTICE_MODELS)}) with embeddings.lexicon set; "
+            f"this is {config.model.name}" + ("" if lexicon is not None else " without a lexicon"), "embeddings.word_types"
+        )
+    types = {}
+    for source in SOURCES[spec]:
+        if source == "jieba":
+            types[source] = jieba_codes(lexicon.words)
+        else:
+            from zhner.pretrained.lac import word_types_cached
+
+            types[source] = word_types_cached(lexicon.words)
+        typed = typed_words(lexicon.words, types[source], source)
+        log(f"word types ({source}): " + ", ".join(f"{name} {len(ws):,}" for name, ws in typed.items())
+            + f" of {len(lexicon):,} lexicon words")
+    return types
+
+
+def mention_replacer(
+    config: Config, splits: dict[str, Corpus], lexicon: Lexicon | None, log: Callable[[str], None]
+) -> MentionReplacer | None:
+    """train.mention_replacement: the pool of replacement mentions per entity type (the training set's, or typed
+    lexicon words), or None when off."""
+    tc = config.train
+    if not tc.mention_replacement:
+        return None
+    train = splits["train"]
+    if train.scheme is None or token_unit(train) != "char":
+        raise ZhnerError("replaces entity mentions of a Chinese character tagging corpus; this one is not", "train.mention_replacement")
+    if getattr(config.model, "local_attention", "none") == "syntax" or hasattr(config.model, "english_bert"):
+        raise ZhnerError(
+            "a replaced mention changes the sentence: its dependency parse (SLA) or translation (ACT-S) would no longer "
+            "fit; use it with other models", "train.mention_replacement"
+        )
+    types = train.types()
+    if tc.mention_replacement_source == "train":
+        pool = train_pool(train)
+    else:
+        classes = tc.mention_replacement_types if tc.mention_replacement_types is not None else guess_classes(types)
+        unknown = sorted(set(classes) - types)
+        if unknown:
+            raise ZhnerError(f"{unknown[0]!r} is not an entity type of the training data ({', '.join(sorted(types))})",
+                             "train.mention_replacement_types")
+        if not classes:
+            raise ZhnerError(
+                f"no entity type of the data ({', '.join(sorted(types))}) reads as PER / LOC / ORG: map them, e.g. "
+                "{NAME: PER, ORG: ORG}", "train.mention_replacement_types"
+            )
+        words = list(lexicon.words) if lexicon is not None else Lexicon.from_jieba().words
+        by_class: dict[str, list[str]] = {}
+        for tag, ws in typed_words(words, jieba_codes(words)).items():
+            if tag in JIEBA_ENTITY:
+                by_class.setdefault(JIEBA_ENTITY[tag], []).extend(ws)
+        pool = lexicon_pool(classes, by_class, tc.mention_replacement_pool, tc.seed)
+    log(
+        f"mention replacement: p {tc.mention_replacement:g} per mention, from the {tc.mention_replacement_source}: "
+        + (", ".join(f"{label} {len(ms):,}" for label, ms in pool.items()) or "no type has candidates")
+    )
+    return MentionReplacer(pool, tc.mention_replacement, tc.seed, train.scheme)
+
+
+def _lexicon_mentions(replacer: MentionReplacer | None) -> list[str]:
+    """The lexicon words mention replacement can put into training text: their characters and words join the
+    vocabularies (the training set's own mentions are in them already)."""
+    if replacer is None:
+        return []
+    return sorted({"".join(m) for ms in replacer.pool.values() for m in ms})
 
 
 def _prune_bert(
@@ -294,21 +384,41 @@ def _labels(task: Task) -> str:
     return f"{len(task.labels)} labels ({', '.join(task.labels)}), selected on {task.metric}"
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """One corpus a config trains on: data.dataset or a data.union entry, with the type map of that entry."""
+
+    dataset: str
+    type_map: dict[str, str | None] | None
+    field: str  # the config field of the map, named by its errors
+
+
+def data_sources(data: DataConfig) -> list[DataSource]:
+    """data.dataset, then each data.union entry, in the config's order."""
+    sources = [DataSource(str(data.dataset), data.type_map, "data.type_map")]
+    return sources + [DataSource(str(p.dataset), p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
+
+
+def read_source(data: DataConfig, source: DataSource) -> dict[str, Corpus]:
+    """A corpus's train/dev/test as the trainer reads them (data_dir, msra_dev, unit), in the model's types (the source's
+    map applied; untruncated): `zhner evaluate` reads a dataset the model was trained on this way too."""
+    unit = data.unit or dataset_unit(source.dataset)
+    splits = load_dataset(source.dataset, data.data_dir, msra_dev=data.msra_dev, unit=unit)
+    if source.type_map:
+        splits = {name: map_types(corpus, source.type_map, source.field) for name, corpus in splits.items()}
+    return splits
+
+
 def load_splits(config: Config) -> tuple[dict[str, Corpus], dict[str, dict[str, Corpus]]]:
     """The train/dev/test corpora of a config, types mapped and truncated as it says. With `data.union`, each split is
     the union of the corpora's, in the main dataset's scheme; the second value then holds each corpus's own splits
     (name -> splits), for per-corpus test scores; it is empty otherwise."""
     data = config.data
-    sources = [(data.dataset, data.type_map, "data.type_map")]
-    sources += [(p.dataset, p.type_map, f"data.union.{i}.type_map") for i, p in enumerate(data.union)]
     parts: dict[str, dict[str, Corpus]] = {}
-    for dataset, type_map, field in sources:
-        splits = load_dataset(dataset, data.data_dir, msra_dev=data.msra_dev, unit=data.unit or dataset_unit(dataset))
-        if type_map:
-            splits = {name: map_types(corpus, type_map, field) for name, corpus in splits.items()}
-        if str(dataset) in parts:
-            raise ZhnerError(f"data.union: {dataset!r} is named twice", "config")
-        parts[str(dataset)] = _truncate(splits, config)
+    for source in data_sources(data):
+        if source.dataset in parts:
+            raise ZhnerError(f"data.union: {source.dataset!r} is named twice", "config")
+        parts[source.dataset] = _truncate(read_source(data, source), config)
     if len(parts) == 1:
         return next(iter(parts.values())), {}
     main = parts[str(data.dataset)]["train"]
@@ -560,6 +670,8 @@ def train(
         check_output_dir(out_dir)
     if (out_dir / WEIGHTS).exists() and not (out_dir / CHECKPOINT).exists() and not overwrite:
         raise ZhnerError("already holds a trained model; choose another output directory or pass --overwrite", out_dir)
+    if ctx.is_main and not overwrite and os.path.lexists(out_dir / CHECKPOINT):  # a FIFO or device: before the data
+        check_regular(out_dir / CHECKPOINT, FileKind("a checkpoint", 2**50))
     # process 0 holds the directory: a second training into it fails at once, not after loading the data
     with claimed(out_dir, (CHECKPOINT, LOG, METRICS)) if ctx.is_main else nullcontext():
         run = prepare(config, log)  # data, vocabularies and the model first: a bad config or corpus leaves no directory
@@ -579,11 +691,27 @@ def _train_run(
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
 
-    train_items = featurizer.encode_all(run.splits["train"].sentences)
-    lengths = [it["n"] for it in train_items]
+    sentences = run.splits["train"].sentences
+    base_items = featurizer.encode_all(sentences)
+    epoch_data: dict[int, tuple[list[dict], int]] = {}
+
+    def epoch_items(epoch: int) -> tuple[list[dict], int]:
+        """The encoded training sentences of an epoch, and how many mentions train.mention_replacement swapped in
+        them (the same for the same seed and epoch: a resumed run replays them)."""
+        if run.replacer is None:
+            return base_items, 0
+        if epoch not in epoch_data:
+            epoch_data.clear()
+            changed_sentences, changed, replaced = run.replacer.epoch(sentences, epoch)
+            items = list(base_items)
+            for i, item in zip(changed, featurizer.encode_all([changed_sentences[i] for i in changed])):
+                items[i] = item
+            epoch_data[epoch] = (items, replaced)
+        return epoch_data[epoch]
 
     def epoch_batches(epoch: int) -> list[list[int]]:
         seed = tc.seed * 100_003 + epoch
+        lengths = [it["n"] for it in epoch_items(epoch)[0]]
         return length_batches(lengths, tc.batch_size, shuffle=True, seed=seed, max_cells=tc.max_batch_cells)
 
     # = ceil(sentences / batch_size) unless a batch is over the cell budget (then one epoch's count stands for all)
@@ -599,13 +727,13 @@ def _train_run(
         log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
         if ctx.is_main:
             ckpt_path.unlink()
-    if ckpt_path.exists() and not overwrite:
+    fresh_log = True  # a fresh run in a used directory replaces the old log with its first line, not before
+    if os.path.lexists(ckpt_path) and not overwrite:
         state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
         log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
+        fresh_log = False
         if ctx.is_main:
             _trim_log(out_dir / LOG, state["epoch"], log)
-    elif (out_dir / LOG).exists() and ctx.is_main:
-        (out_dir / LOG).unlink()  # a fresh run in a used directory starts a fresh log
 
     if progress is None:
         progress = sys.stderr.isatty()
@@ -621,6 +749,7 @@ def _train_run(
     while state["epoch"] < tc.epochs and stop_reason == "completed":
         epoch = state["epoch"]
         batches = epoch_batches(epoch)
+        train_items, replaced = epoch_items(epoch)
         model.train()
         # the part of this epoch run before an interruption (its loss and seconds) counts in the epoch's log line;
         # under torchrun only process 0's share of it was saved
@@ -666,6 +795,7 @@ def _train_run(
                 "train_loss": loss_sum / max(1, n_sent),
                 "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
                 **({"bert_unk_pieces": run.unk_pieces} if run.unk_pieces else {}),
+                **({"mentions_replaced": replaced} if run.replacer is not None else {}),
                 dev_label: tagger.task.headline(dev),
             }
             score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
@@ -690,7 +820,8 @@ def _train_run(
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
-        _append_log(out_dir / LOG, record)
+        _append_log(out_dir / LOG, record, fresh_log)
+        fresh_log = False
         log(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
             f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
@@ -777,10 +908,49 @@ def _save_checkpoint(
         "average": average.state_dict() if average is not None else None,
     }
     with replacing(path, "wb") as handle:  # a temporary file of its own: nothing planted beside it is followed
-        torch.save(payload, handle)
+        _torch_save(payload, handle)
+
+
+class _Writes:
+    """A file handle that keeps the OSError of a failed write: torch.save reports one (a full disk) as a RuntimeError
+    of its zip writer ("enforce fail at inline_container.cc"), which names neither the file nor the cause."""
+
+    def __init__(self, handle: IO[bytes]):
+        self.handle, self.error = handle, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _torch_save(payload: dict, handle: IO[bytes]) -> None:
+    """torch.save to `handle`; a write the disk refused is raised as its OSError, which `replacing` turns into one
+    line naming the file (the previous file stays: the new one was a temporary file of its own)."""
+    writes = _Writes(handle)
+    try:
+        torch.save(payload, writes)
+    except RuntimeError:
+        if writes.error is not None:
+            raise writes.error from None
+        raise
+
+
+def checkpoint_kind(model: torch.nn.Module) -> FileKind:
+    """A checkpoint holds the model's state, the optimiser's moments (two per weight with Adam), an average of the
+    weights and small counters: a file over six times the state (and 64 MiB) is no checkpoint of this model."""
+    return FileKind("a checkpoint of this model", 6 * state_bytes(model) + 2**26)
 
 
 def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
+    problem = torch_archive_problem(path, checkpoint_kind(model))  # before torch.load reads (or unpacks) it
+    if problem:
+        raise ZhnerError(f"cannot read this checkpoint ({problem}); delete it to start over", path)
     try:
         # tensors and plain containers only: a pickled object (a planted payload) is refused before anything of it runs
         payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -839,8 +1009,8 @@ def _same_config(saved: object, config: Config) -> bool:
     if saved == dump_config(config):
         return True
     try:
-        return _without_budget(config_from_dict(yaml.safe_load(saved))) == _without_budget(config)
-    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):
+        return _without_budget(config_from_dict(parse_yaml(saved))) == _without_budget(config)
+    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):  # TooDeep is a YAMLError here
         return False
 
 
@@ -848,8 +1018,13 @@ def _without_budget(config: Config) -> Config:
     return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
 
 
-def _append_log(path: Path, record: dict) -> None:
-    """One line for the epoch, in one write; never through a symlink planted at the log's name."""
+def _append_log(path: Path, record: dict, fresh: bool = False) -> None:
+    """One line for the epoch, in one write; never through a symlink planted at the log's name. `fresh`: the first
+    line of a new run, which replaces an old run's log (kept until now: a run that fails first loses nothing)."""
+    if fresh:
+        with replacing(path) as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
     with writing(path):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
@@ -859,15 +1034,14 @@ def _append_log(path: Path, record: dict) -> None:
 def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
     """Drop log lines of epochs the checkpoint does not cover (they will be run again), and a last line cut short by
     a kill (with a warning); a damaged line before it is an error naming it."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return
-    with reading(path, "the run's log"):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_bytes(path, LOG_FILE).decode("utf-8", errors="replace")
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     records = []
     for i, (n, line) in enumerate(lines):
         try:
-            record = json.loads(line)
+            record = parse_json(line)  # at most MAX_DEPTH levels: a deep last line is dropped as a damaged one
             epoch = record["epoch"]
         except (ValueError, KeyError, TypeError):
             if i < len(lines) - 1:

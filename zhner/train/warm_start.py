@@ -1,4 +1,4 @@
-"""Start a run from a trained model's weights (`train.init_from: MODEL_DIR`).
+"""Start a run from a trained model's weights (`train.init_from: MODEL_DIR`, or a shipped name: zh-small, zh-accurate).
 
 Two uses: go on training a finished run with a new schedule (its checkpoint is gone once it ends), and fine-tune a
 trained model - the shipped general one, say - on another corpus. The new run keeps its own config and data; from the
@@ -23,14 +23,19 @@ from zhner.data.corpus import Corpus, concat_corpora
 from zhner.errors import ZhnerError
 from zhner.models.inputs import Featurizer
 from zhner.pipeline import Pipeline
+from zhner.shipped import resolve_model
 from zhner.tasks import Task
 
 FIELD = "train.init_from"
 
 
-def load_source(directory: str | Path) -> Pipeline:
-    """The model to start from; a missing or broken directory is an error naming it."""
-    directory = Path(directory)
+def load_source(model: str | Path) -> Pipeline:
+    """The model to start from: a model directory or a shipped name (zh-small, zh-accurate); a missing or broken
+    directory, or an unknown name, is an error naming the field."""
+    try:
+        directory = Path(resolve_model(model))
+    except ZhnerError as exc:
+        raise ZhnerError(f"{FIELD}: {exc}") from None
     if not directory.is_dir():
         raise ZhnerError(f"{FIELD}: no such model directory", directory)
     return zhner.load(directory)
