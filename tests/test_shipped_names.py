@@ -237,6 +237,5 @@ def test_a_shipped_model_runs_torch_free_from_its_graph_in_the_cache(tmp_path, m
     _, path = cached_graph("zh-small")
     path.parent.mkdir(parents=True)
     shutil.copyfile(exported, path)
-    code, out, err = run_cli(monkeypatch, capsys, "predict", "-m", "zh-small", "--runtime", "onnx", "--text", TEXT)
-    assert code == 0, err
-    assert json.loads(out)["entities"] == expected_entities("zh-small")
+    ctx = {"tmp_path": tmp_path, "monkeypatch": monkeypatch, "capsys": capsys}
+    assert _cli_predict("zh-small", ctx, "--runtime", "onnx") == expected_entities("zh-small")
