@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -315,6 +316,37 @@ def test_subpath_marginals_against_enumeration(constrained: bool, seed: int) -> 
     alpha, beta, log_z = crf.forward_backward(emissions, mask)
     unigram = (alpha + beta - log_z.view(-1, 1, 1)).exp()  # [B, L, T]
     assert torch.allclose(unigram.sum(2)[mask], torch.ones(int(mask.sum()), dtype=unigram.dtype))
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_numpy_crf_against_enumeration(constrained: bool, seed: int) -> None:
+    """The inference CRF in numpy (zhner.runtime.decoding: the tagger's CPU path and the runtime's): its batched Viterbi
+    gives viterbi_tensor's paths, its batched forward-backward every subpath's probability as the sum over enumerated
+    paths, on a ragged batch."""
+    from zhner.runtime.decoding import BatchCRF, viterbi
+
+    constraints = allowed_transitions(SMALL_TAGS, "bmes") if constrained else None
+    crf = random_crf(len(SMALL_TAGS), seed, constraints=constraints)
+    emissions, _, mask = random_batch(seed, 4, 5, len(SMALL_TAGS), scale=2.0)
+    lengths = mask.sum(1).tolist()
+    start, trans, end = (t.detach().numpy() for t in crf.scores(decoding=True))
+    e = emissions.to(torch.float32).numpy()
+    paths = viterbi(e, lengths, start.astype("float32"), trans.astype("float32"), end.astype("float32"))
+    expected_paths, _ = crf.viterbi_tensor(emissions.to(torch.float32), mask)
+    assert paths == [row[:n] for row, n in zip(expected_paths.tolist(), lengths)]
+    assert crf.decode(emissions.to(torch.float32), mask) == paths  # CRF.decode on the CPU runs the numpy Viterbi
+    queries, expected = [], []
+    for b, n in enumerate(lengths):
+        scores = path_scores(crf, emissions[b, :n], n)
+        log_z = math.log(sum(math.exp(s) for s in scores.values()))
+        for i in range(n):
+            for tags in [list(t) for m in (1, 2) for t in itertools.product(range(len(SMALL_TAGS)), repeat=m)]:
+                if i + len(tags) <= n:
+                    queries.append((b, i, tags))
+                    expected.append(sum(math.exp(s - log_z) for p, s in scores.items() if list(p[i : i + len(tags)]) == tags))
+    got = np.exp(BatchCRF(emissions.numpy(), lengths, start, trans, end).subpath_log_probs(queries))
+    assert got.tolist() == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("constrained", [False, True])

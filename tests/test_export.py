@@ -66,6 +66,24 @@ def test_flat_traceable_emissions_equal_the_fast_path(fusion, words):
         assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
 
 
+@pytest.mark.parametrize("fusion", ["ff_two", "ff_four", "head"])
+@pytest.mark.parametrize("L", [9, 1])
+def test_one_layer_flat_traces_character_query_positions(fusion, L):
+    """A one-layer FLAT exported with the lexicon's word lengths traces R over (distance, key length) for its character
+    queries (the relative shift by pad and reshape, words gathered): the same emissions as inference, also for L = 1."""
+    torch.manual_seed(0)
+    cfg = FLATConfig(heads=2, head_dim=4, char_dim=6, bigram_dim=5, layers=1, position_fusion=fusion)
+    model = FLAT(sized(cfg, {"chars": 30, "bigrams": 30, "words": 30}, 5)).eval()
+    batch = _lattice_batch()
+    if L == 1:  # one character each, one word on it (a padded lattice's word of length 1)
+        batch = {k: v[:, :1] for k, v in batch.items()}
+        batch["word_starts"], batch["word_ends"] = torch.zeros_like(batch["word_starts"]), torch.zeros_like(batch["word_ends"])
+        batch["mask"] = torch.ones_like(batch["mask"])
+    model.export_word_lengths = 4  # the longest word of _lattice_batch spans 3 characters: l = tail - head <= 2 < 4
+    with torch.no_grad():
+        assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
+
+
 def test_bilstm_traceable_emissions_equal_the_packed_ones():
     torch.manual_seed(0)
     model = BiLSTMCRF(sized(BiLSTMCRFConfig(hidden=8, char_dim=6, bigram_dim=5), {"chars": 30, "bigrams": 30}, 5)).eval()

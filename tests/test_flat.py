@@ -111,6 +111,46 @@ def test_position_scores_both_paths(rows, monkeypatch):
         assert torch.allclose(a, b, atol=1e-4)
 
 
+@pytest.mark.parametrize("fusion", ["ff_two", "ff_four", "head"])
+@pytest.mark.parametrize("char_queries_only", [False, True])
+def test_char_query_scores_equal_the_gathered_ones(fusion, char_queries_only, monkeypatch):
+    """Inference's position term for character queries (one matmul per distance for character keys, projected rows
+    for word keys) equals the training path's, for every fusion, with the positions of every span or of the
+    characters only as queries (FLAT with one layer builds the latter)."""
+    monkeypatch.setattr(sp, "_CHUNK_ELEMENTS", 256)  # several chunks of word rows
+    heads, tails, _, L = lattice(seed=3, B=3, L=9, max_words=6)
+    torch.manual_seed(0)
+    enc = SpanPositionEncoding(16, fusion)
+    att = FlatRelativeAttention(16, 4)
+    if char_queries_only:
+        positions = enc(heads[:, :L], tails[:, :L], max_distance=L - 1, key_heads=heads, key_tails=tails)
+    else:
+        positions = enc(heads, tails, max_distance=L - 1)
+    q = torch.randn(3, L, 4, 4)
+    expected = att.position_scores(q, positions)  # chars unset: the gathered path
+    positions.chars = L
+    with torch.no_grad():
+        got = att.position_scores(q, positions)
+        assert torch.allclose(got, expected, atol=1e-5)
+        assert torch.allclose(att.position_scores(q[:, :4], positions), expected[:, :, :4], atol=1e-5)
+
+
+def test_inference_emissions_equal_training_path():
+    """FLAT's emissions under no_grad (character-query positions, the inference position term) equal those computed
+    with autograd on (the training path), for one layer and for two."""
+    heads, tails, span_mask, L = lattice(seed=1, B=3, L=8, max_words=5)
+    batch = {
+        "chars": torch.randint(1, 20, (3, L)), "mask": span_mask[:, :L],
+        "word_starts": heads[:, L:], "word_ends": tails[:, L:], "word_mask": span_mask[:, L:],
+    }
+    for layers in (1, 2):
+        config = FLATConfig(heads=2, head_dim=8, layers=layers, char_dim=16, bigram_dim=0, word_embedding="chars")
+        model = FLAT(sized(config, {"chars": 20}, 3)).eval()
+        training_path = model.emissions(batch)
+        with torch.no_grad():
+            assert torch.allclose(model.emissions(batch), training_path, atol=1e-4)
+
+
 # -- attention (Eq. 11) and masks ------------------------------------------------------------------------------------
 
 

@@ -146,6 +146,28 @@ def test_field_features_are_frozen_unit_rows_memoised_and_padded(lac):
     assert scores.shape == (6, 57)
 
 
+def test_field_memo_is_bounded_in_entries_and_bytes(monkeypatch):
+    field = LacField("lac")
+    monkeypatch.setattr(field, "MEMO_ENTRIES", 3)
+    for i in range(5):
+        field.prepare([list(f"第{i}句话")])
+    assert len(field._memo) == 3 and field._memo_bytes == sum(x.nbytes for x in field._memo.values())
+    assert tuple("第4句话") in field._memo and tuple("第0句话") not in field._memo  # least recently used go first
+    monkeypatch.setattr(field, "MEMO_BYTES", 4 * 256 * 2)  # four characters of float16 rows
+    field.prepare([list("北京")])
+    assert list(field._memo) == [tuple("北京")]  # over the byte bound: only the newest stays
+    assert field._memo_bytes == 2 * 256 * 2
+
+
+def test_no_subnormal_weights_slow_the_bigru(lac):
+    """LAC's files hold subnormal floats (~3e-42), a microcode assist per product on x86: they are read as zeros."""
+    tiny = np.finfo(np.float32).tiny
+    for layer in lac.layers:
+        for direction in (layer.forward, layer.backward):
+            for w in (direction.proj_w, direction.gate_w, direction.state_w):
+                assert not ((w != 0) & (np.abs(w) < tiny)).any()
+
+
 def test_field_round_trips_and_refuses_other_weights():
     field = LacField("lac_scores")
     again = LacField.from_dict(field.to_dict())

@@ -17,7 +17,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.crf import CRF, allowed_transitions
-from zhner.runtime.decoding import SentenceCRF
+from zhner.runtime.decoding import BatchCRF
 from zhner.runtime.matcher import WordMatcher
 from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train
@@ -54,8 +54,8 @@ def test_span_probabilities_equal_the_crf():
     queries = [(0, 0, [1, 2]), (0, 3, [0]), (0, 2, [3, 4, 4, 0]), (0, 6, [1])]
     expected = crf.subpath_log_probs(emissions, mask, queries).tolist()
     start, trans, end = (t.detach().numpy() for t in crf.scores(decoding=True))
-    sentence = SentenceCRF(emissions[0].numpy(), start, trans, end)
-    assert [sentence.subpath_log_prob(i, t) for _, i, t in queries] == pytest.approx(expected, abs=1e-4)
+    batch = BatchCRF(emissions.numpy(), [7], start, trans, end)
+    assert batch.subpath_log_probs(queries).tolist() == pytest.approx(expected, abs=1e-4)
 
 
 @pytest.fixture(scope="module", params=list(TINY))
@@ -95,6 +95,30 @@ def test_runtime_confidences_equal_pytorch(exported):
     for row_got, row_expected in zip(got, expected):
         for a, b in zip(row_got, row_expected):
             assert a["score"] == pytest.approx(b["score"], abs=2e-4)
+
+
+def test_a_model_without_a_graph_is_exported_once_into_the_cache(exported, tmp_path, monkeypatch):
+    """load_runtime on a directory without model.onnx (as the shipped models) exports its graph into $ZHNER_CACHE on
+    first use, reads it from there afterwards, and a changed model gets a graph of its own."""
+    import shutil
+
+    from zhner.runtime import load_runtime
+    from zhner.runtime.cache import cached_graph
+
+    out, tagger = exported
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare, ignore=shutil.ignore_patterns("model.onnx"))
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
+    _, path = cached_graph(bare)
+    assert not path.exists() and path.is_relative_to(tmp_path / "cache")
+    runtime = load_runtime(str(bare))
+    assert path.is_file() and runtime.predict(TEXTS) == tagger.predict(TEXTS, confidence=False)
+    made = path.stat().st_mtime_ns
+    load_runtime(str(bare))
+    assert path.stat().st_mtime_ns == made and not list(path.parent.glob(".*"))  # read back; no partial file left
+    (bare / "config.yaml").write_text((bare / "config.yaml").read_text() + "\n")
+    assert cached_graph(bare)[1] != path  # another model: another graph
+    assert cached_graph(out)[1] == out / "model.onnx"  # a directory's own graph is used as it is
 
 
 def test_runtime_errors(exported, tmp_path):
@@ -213,9 +237,6 @@ def test_cli_runtime_refuses_what_it_cannot_do(exported):
     assert res.returncode != 0 and res.stderr.strip() == (
         "error: --nbest: not with --runtime onnx (the exported graph runs on the CPU, its long-text pieces fixed at "
         "export); use --runtime torch")
-    res = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--runtime", "onnx", "--text", "张三"],
-                         capture_output=True, text=True, cwd=REPO)
-    assert res.returncode != 0 and "needs -m MODEL_DIR" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_piece_length_comes_from_the_graphs_metadata(exported, tmp_path):

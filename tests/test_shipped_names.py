@@ -4,6 +4,7 @@ shipped names at every entry."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -226,8 +227,15 @@ def test_a_misspelt_name_is_one_line_listing_the_shipped_ones(entry, context):
     assert str(error.value).removeprefix("train.init_from: ").removeprefix("components.zhner.model: ") == BAD_NAME_ERROR
 
 
-def test_a_shipped_model_without_a_graph_says_how_to_export_one(tmp_path, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, "predict", "-m", "zh-small", "--runtime", "onnx", "--text", TEXT)
-    assert code == 2 and len(err.splitlines()) == 1
-    assert err.startswith("error: the shipped model zh-small carries no model.onnx: export one with `zhner export zh-small")
-    assert "--onnx FILE.onnx" in err
+def test_a_shipped_model_runs_torch_free_from_its_graph_in_the_cache(tmp_path, monkeypatch, capsys, exported):
+    """`predict -m zh-small --runtime onnx`: a shipped model carries no graph; the runtime reads the one exported into
+    the user cache on first use (zhner.runtime.cache; the export itself is tested in test_runtime). The module's export
+    stands in for that first use, placed where the cache keeps zh-small's graph."""
+    from zhner.runtime.cache import cached_graph
+
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
+    _, path = cached_graph("zh-small")
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(exported, path)
+    ctx = {"tmp_path": tmp_path, "monkeypatch": monkeypatch, "capsys": capsys}
+    assert _cli_predict("zh-small", ctx, "--runtime", "onnx") == expected_entities("zh-small")

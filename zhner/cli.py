@@ -565,18 +565,18 @@ def _predict_on_ray(
 
 
 def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, device: str, onnx: Path | None = None):
-    """The torch-free tagger of MODEL/model.onnx (or --onnx FILE) for `predict --runtime onnx`; options it cannot
-    honour are errors."""
-    from zhner.runtime import RuntimeTagger
+    """The torch-free tagger of MODEL/model.onnx, the graph exported once into the user cache (a shipped model, a
+    directory never exported), or --onnx FILE, for `predict --runtime onnx`; options it cannot honour are errors."""
+    from zhner.runtime import RuntimeTagger, load_runtime
 
     refused = [name for name, on in (("--nbest", nbest), ("--memory-mb", memory_mb is not None),
                                      (f"--device {device}", device != "cpu")) if on]
     if refused:
         raise ZhnerError(f"{', '.join(refused)}: not with --runtime onnx (the exported graph runs on the CPU, its long-text "
                          "pieces fixed at export); use --runtime torch")
-    if model_dir is None and onnx is None:
-        raise ZhnerError("--runtime onnx needs -m MODEL_DIR, a model exported with: zhner export MODEL_DIR")
-    return RuntimeTagger.load(model_dir, onnx)  # the shipped resolver, without importing torch (None: the default)
+    if onnx is not None:
+        return RuntimeTagger.load(model_dir, onnx)  # a graph of the user's (zhner export MODEL -o FILE)
+    return load_runtime(model_dir)  # MODEL/model.onnx, or the cached export (None: the default shipped model)
 
 
 @app.command("export")

@@ -124,6 +124,9 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
     dynamic = tuple({axis: dims[d] for axis, d in enumerate(shapes[k])} for k in names)
     with writing(path):  # an output folder that cannot be made fails before the export's work
         path.parent.mkdir(parents=True, exist_ok=True)
+    lexicon = tagger.featurizer.lexicon if model.task_kind == "tagging" else None
+    if hasattr(model, "export_word_lengths") and lexicon is not None:  # FLAT: R over (distance, word length)
+        model.export_word_lengths = max(1, lexicon.max_len)
     try:
         with torch.no_grad(), warnings.catch_warnings(), _quiet(), memo_disabled(model):
             warnings.simplefilter("ignore")
@@ -155,6 +158,9 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
             " unchanged and still serves with PyTorch",
             path,
         ) from None
+    finally:
+        if hasattr(model, "export_word_lengths"):
+            model.export_word_lengths = None
     return path
 
 

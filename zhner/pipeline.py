@@ -48,6 +48,11 @@ from zhner.tasks import Task, task_from_dict
 
 CONFIG, VOCAB, WEIGHTS, METRICS, LEXICON = "config.yaml", "vocab.json", "model.safetensors", "metrics.json", "lexicon.txt"
 MAX_CELLS = 2_000_000  # sentences x length^2 per batch: bounds the [B, H, L, L] attention tensors of long sentences
+# characters of upcoming batches whose batched features (LAC's BiGRU) `run_in_batches` computes together, 32 sentences of
+# similar length at a time whatever the model's batch size (at batch 1 a BiGRU call per sentence cost 2-3x per character);
+# their features (8 MB for 16k characters) wait in the field's memo (LacField.MEMO_BYTES) for their batches
+PREPARE_CHARS = 16_384
+
 DEFAULT_THREADS = 1  # torch threads of a prediction, as the CLI runs (OMP_NUM_THREADS=1): on a busy machine, far faster
 T = TypeVar("T")
 P = TypeVar("P", bound="Pipeline")
@@ -198,7 +203,16 @@ def run_in_batches(
     (examples x length^2), one result per example, in input order. Empty ones get `empty` without a model call."""
     out: list[T | None] = [None] * len(examples)
     lengths = [len(s) for s in examples]
-    for idx in budget_batches(lengths, batch_size, max_cells):
+    batches = budget_batches(lengths, batch_size, max_cells)
+    prepared = 0  # batches [0, prepared) have had their batched features computed (LAC's: see `PREPARE_CHARS`)
+    for k, idx in enumerate(batches):
+        if k == prepared:
+            window = []
+            while prepared < len(batches) and (not window or sum(lengths[i] for i in window) < PREPARE_CHARS):
+                window.extend(batches[prepared])
+                prepared += 1
+            if not featurizer.prepare([examples[i] for i in window if lengths[i] > 0]):
+                prepared = len(batches)  # no field computes in batches
         todo = [i for i in idx if lengths[i] > 0]
         for i in idx:
             if lengths[i] == 0:

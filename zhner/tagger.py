@@ -21,6 +21,8 @@ from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
 from zhner.pipeline import MAX_CELLS, Pipeline, check_positive, one_or_many, run_in_batches, text_list, with_threads
+from zhner.runtime.decoding import BatchCRF, scored_spans
+from zhner.runtime.decoding import viterbi as numpy_viterbi
 from zhner.shipped import DEFAULT_MODEL, default_model_dir  # noqa: F401  (where callers have long imported them)
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)
@@ -217,6 +219,13 @@ class Tagger(Pipeline):
         batch = {k: v.to(device) for k, v in batch.items()}
         emissions, mask, crf = self.model.emissions(batch), batch["mask"], self.model.crf
         tags, scheme = self.featurizer.tags, self.featurizer.scheme
+        if device.type == "cpu":  # the same Viterbi and forward-backward in numpy, one batched step per position
+            dtype = torch.promote_types(emissions.dtype, crf.transitions.dtype)  # as CRF._potentials computes
+            start, trans, end = (t.detach().to(dtype).numpy() for t in crf.scores(decoding=True))
+            e = emissions.detach().to(dtype).numpy()
+            paths = numpy_viterbi(e, lengths, start, trans, end)
+            spans = [tags_to_spans([tags[t] for t in path], scheme, strict=True) for path in paths]
+            return scored_spans(BatchCRF(e, lengths, start, trans, end), paths, spans, lengths, tags, scheme)
         index = {t: i for i, t in enumerate(tags)}
         spans, queries, pairs = [], [], []  # per sentence spans; (b, i, tags) queries; per span (its query, BIO's or -1)
         for b, path in enumerate(crf.decode(emissions, mask)):

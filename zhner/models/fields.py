@@ -436,13 +436,17 @@ class LacField:
     scores. Each character's vector is scaled to unit L2 norm, as the pretrained embeddings it is concatenated with.
 
     A deterministic function of the raw characters (not the digit-normalised ones), computed once per sentence, in
-    batches of sentences (`prepare`, run by Featurizer.encode_all: the trainer encodes the training set once), and
-    memoised for the sentences evaluated again every epoch (about MEMO_CHARS characters). The weights are read from
+    batches of sentences (`prepare`, run by Featurizer.encode_all: the trainer encodes the training set once; prediction
+    prepares a window of upcoming batches at a time, zhner.pipeline.run_in_batches), and kept in a small LRU memo
+    (at most MEMO_ENTRIES sentences and MEMO_BYTES of features, ~128k characters) from which those batches are encoded.
+    The memo is not a cache across calls worth its memory: a service rarely sees a text twice, and it held up to 0.5 GB
+    (10^6 characters) before it was bounded. The weights are read from
     jieba, never copied into the model directory; vocab.json records their sha256, and a directory whose jieba holds
     other weights (or none) fails to load with one line."""
 
     name = "lac"
-    MEMO_CHARS = 1_000_000  # about 0.5 GB of float16 states
+    MEMO_BYTES = 64 << 20  # float16 features: 512 bytes a character for "lac", 114 for "lac_scores"
+    MEMO_ENTRIES = 8192
 
     def __init__(self, kind: str, weights_sha256: str | None = None):
         if kind not in FEATURE_DIMS:
@@ -451,7 +455,7 @@ class LacField:
         self.kind, self.weights_sha256 = kind, found
         self.dim = FEATURE_DIMS[kind]
         self._memo: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
-        self._memo_chars = 0
+        self._memo_bytes = 0
 
     def features(self, tokens: Sequence[str]) -> np.ndarray:
         """tokens (n) -> [n, dim] float16, each row of unit L2 norm (memoised)."""
@@ -473,10 +477,10 @@ class LacField:
 
     def _remember(self, key: tuple[str, ...], x: np.ndarray) -> None:
         self._memo[key] = x
-        self._memo_chars += len(key)
-        while self._memo_chars > self.MEMO_CHARS and len(self._memo) > 1:
-            old, _ = self._memo.popitem(last=False)
-            self._memo_chars -= len(old)
+        self._memo_bytes += x.nbytes
+        while (self._memo_bytes > self.MEMO_BYTES or len(self._memo) > self.MEMO_ENTRIES) and len(self._memo) > 1:
+            _, old = self._memo.popitem(last=False)
+            self._memo_bytes -= old.nbytes
 
     def encode(self, example: Example) -> dict[str, np.ndarray]:
         return {"lac": self.features(example.tokens)}

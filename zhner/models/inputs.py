@@ -237,6 +237,14 @@ class Featurizer:
             items.extend(self.encode(ex, labelled) for ex in part)
         return items
 
+    def prepare(self, examples: Sequence[Example | Sequence[str]]) -> bool:
+        """Let the fields that compute in batches (`prepare`: LAC's features) do so for these examples ahead of their
+        `encode`; False when no field does."""
+        batched = [f for f in self.fields.values() if hasattr(f, "prepare")]
+        for f in batched:
+            f.prepare([ex.tokens if isinstance(ex, Example) else list(ex) for ex in examples])
+        return bool(batched)
+
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
         lengths = [it["n"] for it in items]
         L = max(lengths)

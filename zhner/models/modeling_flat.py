@@ -128,6 +128,9 @@ class FLAT(SequenceTagger):
         )
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(d_model, num_tags)
+        # set by zhner.export to the lexicon's longest word + 1: a one-layer model then traces R of character queries
+        # over (distance, key length) (CharQueryPositions) instead of per pair (DensePositions, [B, N, N, D])
+        self.export_word_lengths: int | None = None
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
         return self.embed.tables() | ({"words": self.words} if self.words is not None else {})
@@ -173,14 +176,25 @@ class FLAT(SequenceTagger):
         return self._emissions(batch, traceable=False)
 
     def traceable_emissions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The same emissions with R of Eq. 8 stored per pair (DensePositions): no data-dependent sizes, so it exports."""
+        """The same emissions with no data-dependent sizes, so that they export: with `export_word_lengths` set (one
+        layer), R over (distance, key length) for the character queries (CharQueryPositions); else R stored per pair
+        (DensePositions)."""
         return self._emissions(batch, traceable=True)
 
     def _emissions(self, batch: dict[str, torch.Tensor], traceable: bool) -> torch.Tensor:
         x, heads, tails, span_mask = self.lattice(batch)
         L = batch["chars"].shape[1]
         # R of Eq. 8, shared by the layers
-        positions = (self.position.dense if traceable else self.position)(heads, tails, max_distance=L - 1)
+        if traceable and len(self.layers) == 1 and self.export_word_lengths:  # the characters are the only queries
+            positions = self.position.char_queries(heads, tails, L, self.export_word_lengths)
+        elif traceable:
+            positions = self.position.dense(heads, tails, max_distance=L - 1)
+        elif len(self.layers) == 1 and not torch.is_grad_enabled():  # inference, one layer: character queries only
+            positions = self.position(heads[:, :L], tails[:, :L], max_distance=L - 1, key_heads=heads, key_tails=tails)
+            positions.chars = L
+        else:
+            positions = self.position(heads, tails, max_distance=L - 1)
+            positions.chars = L
         allowed = span_attention_mask(heads, tails, span_mask, L, self.config.msm, self.config.mld)
         for n, layer in enumerate(self.layers):
             # the output reads characters only: the last layer computes just their queries (exact, and ~W/N cheaper)

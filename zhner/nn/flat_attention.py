@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from zhner.nn.selective_attention import SelectiveAttention
-from zhner.nn.span_position import DensePositions, SpanPositions
+from zhner.nn.span_position import CharQueryPositions, DensePositions, SpanPositions
 
 MLD_DISTANCE = 10  # FLAT_mld (Table 2): no attention between spans whose heads are more than 10 characters apart
 
@@ -103,6 +103,11 @@ class FlatRelativeAttention(nn.Module):
 
     def position_scores(self, q: torch.Tensor, positions: SpanPositions | DensePositions) -> torch.Tensor:
         """(q_i + v) . W_{k,R} R_ij for every head: q [B, Q, H, d] -> [B, H, Q(query), N(key)]."""
+        if isinstance(positions, CharQueryPositions):  # the exported graph's character queries
+            return positions.char_query_scores(q + self.v, self.w_r)
+        chars = getattr(positions, "chars", None)
+        if chars is not None and q.shape[1] <= chars and not torch.is_grad_enabled():  # inference: character queries
+            return positions.char_query_scores(q + self.v, self.w_r)
         # W_{k,R} folded into the query: q'_ih = W_{k,R,h}^T (q_ih + v_h), [B, Q, H, D]
         qr = torch.einsum("bqhd,hdD->bqhD", q + self.v, self.w_r)
         return positions.scores(qr).permute(0, 3, 1, 2)

@@ -69,6 +69,9 @@ class SpanPositions:
 
     table: torch.Tensor
     index: torch.Tensor
+    # spans 0..chars-1 are characters (head = tail = their index) on both sides: set by FLAT, it allows the inference
+    # path `char_query_scores` for character queries
+    chars: int | None = None
 
     def dense(self) -> torch.Tensor:
         return F.embedding(self.index, self.table)
@@ -76,6 +79,42 @@ class SpanPositions:
     def scores(self, qr: torch.Tensor) -> torch.Tensor:
         """qr [B, Q, H, D] (queries through W_{k,R}) . R_ij -> [B, Q, N, H]."""
         return position_scores(qr, self)
+
+    def char_query_scores(self, qv: torch.Tensor, w_r: torch.Tensor) -> torch.Tensor:
+        """(q_i + v) . (W_{k,R} R_ij) for character queries i < Q <= chars: qv [B, Q, H, d], w_r [H, d, D] -> [B, H, Q, N].
+
+        Inference only (no autograd Function behind it). The table goes through W_{k,R} once, [P, D] -> [P, H d], so a
+        pair costs H d multiply-adds (not H D as `scores` after folding W_{k,R} into the query). A character key j is at
+        d_hh = i - j with length difference 0, so its row depends on i - j alone: the scores of every query against
+        every distance are one matmul, [B, H, Q, 2L - 1], and the [B, H, Q, L] character block is a strided view of it
+        (Transformer-XL's relative shift), gathered nothing. Word keys gather their projected rows a few queries at a
+        time. The same sums as `scores`, taken in another order: equal up to float rounding."""
+        B, Q, H, d = qv.shape
+        L, index = self.chars, self.index
+        if L is None or Q > L or index.shape[1] < L:
+            raise ValueError("char_query_scores needs character queries and the index of every character query")
+        N = index.shape[2]
+        projected = torch.matmul(self.table, w_r.reshape(H * d, -1).t())  # [P, H d]: W_{k,R} R for each distinct R
+        # table rows of character pairs by distance d = i - j, from j - i = L-1 down to -(L-1) (read off the index:
+        # query 0 against key j is d = -j, query i against key 0 is d = i), so column c is j - i + L - 1
+        rows = torch.cat([index[0, 0, 1:L].flip(0), index[0, :L, 0]]).flip(0)  # [2L - 1]
+        per_distance = projected[rows].view(2 * L - 1, H, d).permute(1, 2, 0)  # [H, d, 2L - 1]
+        heads_first = qv.transpose(1, 2)  # [B, H, Q, d]
+        by_distance = torch.matmul(heads_first, per_distance)  # [B, H, Q, 2L - 1]
+        out = qv.new_empty(B, H, Q, N)
+        sB, sH, sQ, _ = by_distance.stride()  # pair (i, j) is column j - i + L - 1 of row i: step sQ - 1 per row
+        out[..., :L] = by_distance.as_strided((B, H, Q, L), (sB, sH, sQ - 1, 1), by_distance.storage_offset() + L - 1)
+        W = N - L
+        if W:
+            words = index[:, :Q, L:].reshape(B * Q, W)
+            flat_q = qv.reshape(B * Q, 1, H, d)
+            word_scores = qv.new_empty(B * Q, W, H)
+            step = _chunk_rows(qv, W * H * d)
+            for s in range(0, B * Q, step):
+                R = projected.index_select(0, words[s : s + step].reshape(-1)).view(-1, W, H, d)  # [step, W, H, d]
+                torch.sum(R.mul_(flat_q[s : s + step]), -1, out=word_scores[s : s + step])
+            out[..., L:] = word_scores.view(B, Q, W, H).permute(0, 3, 1, 2)
+        return out
 
 
 @dataclass
@@ -90,6 +129,40 @@ class DensePositions:
         """qr [B, Q, H, D] . R_ij -> [B, Q, N, H]."""
         R = self.R[:, : qr.shape[1]]  # [B, Q, N, D]
         return torch.matmul(qr, R.transpose(-1, -2)).transpose(-1, -2)  # [B, Q, H, N] -> [B, Q, N, H]
+
+
+@dataclass
+class CharQueryPositions:
+    """R of Eq. 8 for character queries against a lattice's keys (its L characters, then W words), in a form that
+    traces for export with no data-dependent size: `table` [2L - 1, K, D] holds R for every distance d_hh = -(L-1)..L-1
+    (row d + L - 1) and key length l = tail - head = 0..K-1 (column; K - 1 the lexicon's longest word), and
+    `word_index` [B, L, W] each (character, word) pair's row of the flattened table. Built by
+    `SpanPositionEncoding.char_queries`; its `char_query_scores` computes what SpanPositions.char_query_scores does."""
+
+    table: torch.Tensor
+    word_index: torch.Tensor
+
+    def char_query_scores(self, qv: torch.Tensor, w_r: torch.Tensor) -> torch.Tensor:
+        """(q_i + v) . (W_{k,R} R_ij) for all L character queries: qv [B, L, H, d], w_r [H, d, D] -> [B, H, L, L + W].
+        Character keys: one matmul against every distance, then Transformer-XL's relative shift as pad, flatten, slice
+        and reshape (pair (i, j) is column j - i + L - 1 of row i); word keys: their projected rows gathered."""
+        B, Q, H, d = qv.shape
+        rows, K, D = self.table.shape
+        projected = torch.matmul(self.table.reshape(rows * K, D), w_r.reshape(H * d, D).t())  # [rows K, H d]
+        per_distance = projected.view(rows, K, H, d)[:, 0].flip(0).permute(1, 2, 0)  # [H, d, 2L - 1], j - i ascending
+        heads_first = qv.transpose(1, 2)  # [B, H, L, d]
+        by_distance = F.pad(torch.matmul(heads_first, per_distance), (0, 1))  # [B, H, L, 2L]
+        width = by_distance.shape[-1] - 1  # 2L - 1
+        flat = by_distance.reshape(B, H, Q * (width + 1))[:, :, Q - 1 : Q - 1 + Q * width]
+        chars = flat.reshape(B, H, Q, width)[..., :Q]  # [B, H, L, L]
+        W = self.word_index.shape[2]
+        # per head: the pairs' rows [B L, W, d] times the query [B L, d, 1], one pass over the gathered rows (a
+        # broadcast multiply and a sum made three in onnxruntime)
+        by_head = projected.view(rows * K, H, d).transpose(0, 1)  # [H, rows K, d]
+        words = by_head.index_select(1, self.word_index.reshape(-1)).view(H, B * Q, W, d)
+        word_scores = torch.matmul(words, qv.permute(2, 0, 1, 3).reshape(H, B * Q, d, 1))  # [H, B L, W, 1]
+        word_scores = word_scores.view(H, B, Q, W).transpose(0, 1)  # [B, H, L, W]
+        return torch.cat([chars, word_scores], dim=-1)
 
 
 class SpanPositionEncoding(nn.Module):
@@ -150,8 +223,13 @@ class SpanPositionEncoding(nn.Module):
             table = pre.add_(tables[1][d + deltas[None, :] + M2]).relu_().reshape(-1, self.d_model)
             delta_id = torch.full((2 * longest + 1,), -1, dtype=torch.long, device=heads.device)
             delta_id[deltas + longest] = torch.arange(deltas.numel(), device=heads.device)  # delta -> its column
-            d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
-            index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
+            if q_len.numel() == 1:  # queries of one length (FLAT's character queries): the delta is the key's alone
+                key_column = delta_id[q_len - (key_tails - key_heads) + longest]  # [B, M]
+                # (d_hh + M) n_d + column, as two broadcast terms: one pass over [B, N, M] instead of several
+                index = (heads * deltas.numel())[:, :, None] + ((M - key_heads) * deltas.numel() + key_column)[:, None, :]
+            else:
+                d_tt = tails[:, :, None] - key_tails[:, None, :]  # Eq. 7
+                index = (d_hh + M) * deltas.numel() + delta_id[d_tt - d_hh + longest]  # [B, N, M]
             zero = M * deltas.numel() + int(delta_id[longest])  # the row of (d_hh, d_tt) = (0, 0)
             return _with_zero_key(SpanPositions(table, index), zero, zero_key)
         if zero_key:  # all four distances 0 needs a query span of length 1 (a character); only ff_two/head are needed
@@ -170,6 +248,24 @@ class SpanPositionEncoding(nn.Module):
         table = torch.relu(pre).reshape(-1, self.d_model)  # [(2M+1) * n_l * n_l, D], Eq. 8
         index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + key_length_id[:, None, :]  # [B, N, M]
         return SpanPositions(table, index)
+
+    def char_queries(self, heads: torch.Tensor, tails: torch.Tensor, num_chars: int, key_lengths: int) -> CharQueryPositions:
+        """The traceable R for the characters of a lattice (heads, tails [B, L + W]: L characters, then words) as
+        queries, against every span: the table over distances and key lengths 0..key_lengths-1 (words longer than that
+        are read as that long: give the lexicon's longest word). With a character query (l_i = 0) the distances of
+        Eq. 4-7 are d_hh = d_th = d and d_ht = d_tt = d - l_j: R depends on (d, l_j) alone, for every fusion."""
+        L, K = num_chars, key_lengths
+        M2 = L - 1 + K - 1
+        tables = self.projected_tables(M2)  # [n, 2 M2 + 1, D]
+        d = torch.arange(-(L - 1), L, device=heads.device)[:, None]  # [2L - 1, 1]
+        lengths = torch.arange(K, device=heads.device)[None, :]  # [1, K]
+        offsets = {"hh": d, "th": d, "ht": d - lengths, "tt": d - lengths}
+        pre = sum(tables[k][(offsets[kind] + M2).expand(-1, K)] for k, kind in enumerate(self.kinds))  # [2L - 1, K, D]
+        word_heads, word_tails = heads[:, L:], tails[:, L:]  # [B, W]
+        word_lengths = (word_tails - word_heads).clamp(0, K - 1)
+        queries = torch.arange(L, device=heads.device)[None, :, None]  # [1, L, 1]
+        word_index = (queries - word_heads[:, None, :] + L - 1) * K + word_lengths[:, None, :]  # [B, L, W]
+        return CharQueryPositions(torch.relu(pre), word_index)
 
     def dense(
         self,

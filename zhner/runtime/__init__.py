@@ -3,8 +3,9 @@
 `zhner export DIR` writes DIR/model.onnx (the model's emissions and CRF scores); this package tags text with it without
 importing torch or zhner's models, so a deployment needs only `pip install 'zhner[onnx]'` (numpy + onnxruntime):
 
-    from zhner.runtime import RuntimeTagger
+    from zhner.runtime import RuntimeTagger, load_runtime
     RuntimeTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
+    load_runtime("zh-small").predict(["张三毕业于北京大学。"])  # a shipped name: its graph exported once into the cache
 
 Its modules import nothing heavier than numpy: `features` (characters, bigrams, lexicon words, BERT's character pieces,
 LAC's frozen features from jieba's model as the graph's inputs), `matcher` (lexicon matching in pure Python), `decoding` (Viterbi and span probabilities in
@@ -12,7 +13,17 @@ numpy), `tagger` (the session, long-text cutting and stitching as Tagger.predict
 """
 from __future__ import annotations
 
-__all__ = ["RuntimeTagger"]
+__all__ = ["RuntimeTagger", "load_runtime"]
+
+
+def load_runtime(model: str | None = None, threads: int = 1):
+    """The RuntimeTagger of a shipped model's name (default zh-small) or a model directory: DIR/model.onnx, or the
+    graph in the user cache, exported there on first use (which needs torch; see zhner.runtime.cache)."""
+    from zhner.runtime.cache import graph_path
+    from zhner.runtime.tagger import RuntimeTagger
+
+    directory, path = graph_path(model)
+    return RuntimeTagger.load(directory, path, threads)
 
 
 def __getattr__(name: str):

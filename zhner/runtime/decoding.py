@@ -10,52 +10,136 @@ import numpy as np
 
 def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, trans: np.ndarray, end: np.ndarray) -> list[list[int]]:
     """Best tag path per sequence, emissions [B, L, T] (float32), trans [T, T] (from, to); the recursion of
-    CRF.viterbi_tensor: delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], ties to the lowest index."""
-    paths = []
-    for b, n in enumerate(lengths):
-        e = emissions[b, :n]  # [n, T]
-        delta = start + e[0]  # [T]
-        back = np.empty((max(n - 1, 0), e.shape[1]), dtype=np.int64)
-        for i in range(1, n):
-            step = delta[:, None] + trans  # [T(from), T(to)]
-            back[i - 1] = step.argmax(axis=0)
-            delta = step.max(axis=0) + e[i]
-        tag = int((delta + end).argmax())
-        path = [tag]
-        for psi in back[::-1]:
-            tag = int(psi[tag])
-            path.append(tag)
-        paths.append(path[::-1])
-    return paths
+    CRF.viterbi_tensor: delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], ties to the lowest index.
+    All sequences step together (past a sequence's end its delta is carried and its backpointer is the identity, as
+    in viterbi_tensor), so a batch costs one loop over its longest sequence, not one per sequence."""
+    B = len(lengths)
+    if B == 0:
+        return []
+    L = max(lengths)
+    e = emissions[:B, :L]
+    T = e.shape[2]
+    lengths_ = np.asarray(lengths)
+    delta = start + e[:, 0]  # [B, T]
+    back = np.empty((max(L - 1, 0), B, T), dtype=np.int64)
+    identity = np.arange(T)
+    rows = np.arange(B)
+    for i in range(1, L):
+        step = delta[:, :, None] + trans  # [B, T(from), T(to)]
+        arg = step.argmax(axis=1)  # [B, T]
+        best = np.take_along_axis(step, arg[:, None, :], axis=1)[:, 0]  # the max, read at the argmax
+        keep = (lengths_ > i)[:, None]
+        delta = np.where(keep, best + e[:, i], delta)
+        back[i - 1] = np.where(keep, arg, identity)
+    tag = (delta + end).argmax(axis=1)  # [B]
+    path = np.empty((B, L), dtype=np.int64)
+    path[:, L - 1] = tag
+    for i in range(L - 2, -1, -1):
+        tag = back[i, rows, tag]
+        path[:, i] = tag
+    # past a sequence's end the backpointers are the identity, so its final tag walks back to its last token: the
+    # first n entries of a row are its path
+    return [row[:n] for row, n in zip(path.tolist(), lengths)]
 
 
-def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
-    top = x.max(axis=axis, keepdims=True)
-    return (np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top).squeeze(axis)
+class BatchCRF:
+    """Forward-backward scores of a batch (emissions [B, L, T], sentence b its first lengths[b] rows): log P of any run
+    of tags of any sentence, for all of them in one vectorised step (`subpath_log_probs`). In float64;
+    the recursions run on probabilities rescaled at every step (alpha_i = (alpha_{i-1} exp(trans)) * exp(e_i), each row
+    divided by its sum, the logs of the divisors added up), one matrix product per step for the whole batch instead of
+    a logsumexp over [B, T, T]. Forbidden entries (DISALLOWED) become exact zeros."""
 
-
-class SentenceCRF:
-    """Forward-backward scores of one sentence (emissions [n, T], float64 for the sums): log P of any run of tags."""
-
-    def __init__(self, emissions: np.ndarray, start: np.ndarray, trans: np.ndarray, end: np.ndarray):
-        e = emissions.astype(np.float64)
+    def __init__(self, emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, trans: np.ndarray, end: np.ndarray):
+        B = len(lengths)
+        L = max(lengths)
+        e = emissions[:B, :L].astype(np.float64)
         self.e, self.trans = e, trans.astype(np.float64)
-        n, T = e.shape
-        self.alpha, self.beta = np.empty((n, T)), np.empty((n, T))
-        self.alpha[0] = start + e[0]
-        for i in range(1, n):  # alpha_i[j] = logsumexp_k(alpha_{i-1}[k] + trans[k, j]) + e_i[j]
-            self.alpha[i] = _logsumexp(self.alpha[i - 1][:, None] + self.trans, 0) + e[i]
-        self.beta[n - 1] = end
-        for i in range(n - 2, -1, -1):  # beta_i[k] = logsumexp_j(trans[k, j] + e_{i+1}[j] + beta_{i+1}[j])
-            self.beta[i] = _logsumexp(self.trans + (e[i + 1] + self.beta[i + 1])[None, :], 1)
-        self.log_z = float(_logsumexp(self.alpha[n - 1] + end, 0))
+        top = e.max(axis=2, keepdims=True)  # [B, L, 1]
+        scaled = np.exp(e - top)  # [B, L, T], each row's largest entry 1
+        t_top = self.trans.max()
+        e_trans = np.exp(self.trans - t_top)  # [T, T]
+        live = np.asarray(lengths)[:, None] > np.arange(L)[None, :]  # [B, L]
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a forbidden tag
+            # forward: alpha_i = log(a_i) + c_i, a_i summing to 1
+            a = np.exp(start + e[:, 0] - (start + e[:, 0]).max(axis=1, keepdims=True))
+            total = a.sum(axis=1, keepdims=True)
+            a /= total
+            c = (start + e[:, 0]).max(axis=1, keepdims=True) + np.log(total)  # [B, 1]
+            alpha_p, alpha_c = np.empty((B, L, e.shape[2])), np.empty((B, L, 1))
+            alpha_p[:, 0], alpha_c[:, 0] = a, c
+            for i in range(1, L):
+                nxt = (a @ e_trans) * scaled[:, i]
+                total = nxt.sum(axis=1, keepdims=True)
+                keep = live[:, i : i + 1]
+                a = np.where(keep, nxt / total, a)
+                c = np.where(keep, c + t_top + top[:, i] + np.log(total), c)
+                alpha_p[:, i], alpha_c[:, i] = a, c
+            self.alpha = np.log(alpha_p) + alpha_c
+            end_top = end.max()
+            last_p = np.exp(end - end_top).astype(np.float64)  # beta at a sentence's last token: end
+            self.log_z = (np.log((a * last_p).sum(axis=1)) + c[:, 0] + end_top)  # [B]
+            # backward: beta_i[k] = logsumexp_j(trans[k, j] + e_{i+1}[j] + beta_{i+1}[j]); end at the last token
+            last_total = last_p.sum()
+            b_p = np.broadcast_to(last_p / last_total, a.shape).copy()
+            last_c = np.full((B, 1), end_top + np.log(last_total))
+            d = last_c.copy()
+            beta_p, beta_c = np.empty_like(alpha_p), np.empty_like(alpha_c)
+            beta_p[:, L - 1], beta_c[:, L - 1] = b_p, d
+            for i in range(L - 2, -1, -1):
+                nxt = (scaled[:, i + 1] * b_p) @ e_trans.T
+                total = nxt.sum(axis=1, keepdims=True)
+                keep = live[:, i + 1 : i + 2]
+                b_p = np.where(keep, nxt / total, last_p / last_total)
+                d = np.where(keep, d + t_top + top[:, i + 1] + np.log(total), last_c)
+                beta_p[:, i], beta_c[:, i] = b_p, d
+            self.beta = np.log(beta_p) + beta_c
 
-    def subpath_log_prob(self, first: int, tags: Sequence[int]) -> float:
-        """log P(y_first .. y_{first+m-1} = tags)."""
-        score = self.alpha[first, tags[0]]
-        for k in range(1, len(tags)):
-            score += self.trans[tags[k - 1], tags[k]] + self.e[first + k, tags[k]]
-        return float(score + self.beta[first + len(tags) - 1, tags[-1]] - self.log_z)
+    def subpath_log_probs(self, queries: Sequence[tuple[int, int, Sequence[int]]]) -> np.ndarray:
+        """log P(y_i .. y_{i+m-1} = tags) of sentence b for each query (b, i, tags), tags inside the sentence: [Q]."""
+        if not queries:
+            return np.zeros(0)
+        m = max(len(q[2]) for q in queries)
+        b = np.array([q[0] for q in queries])
+        i = np.array([q[1] for q in queries])
+        n = np.array([len(q[2]) for q in queries])
+        tags = np.array([list(q[2]) + [0] * (m - len(q[2])) for q in queries])  # [Q, M]
+        steps = np.arange(m)
+        inside = steps[None, :] < n[:, None]
+        pos = np.minimum(i[:, None] + steps, self.e.shape[1] - 1)
+        emit = self.e[b[:, None], pos, tags]  # [Q, M]
+        step = self.trans[tags[:, :-1], tags[:, 1:]]  # [Q, M-1]
+        inner = np.where(inside[:, 1:], emit[:, 1:] + step, 0.0).sum(axis=1)
+        last_tag = tags[np.arange(len(queries)), n - 1]
+        return self.alpha[b, i, tags[:, 0]] + inner + self.beta[b, i + n - 1, last_tag] - self.log_z[b]
+
+
+def span_queries(paths: Sequence[Sequence[int]], spans: Sequence[Sequence[tuple]], lengths: Sequence[int],
+                 labels: Sequence[str], scheme: str) -> tuple[list[tuple[int, int, list[int]]], list[tuple[int, int]]]:
+    """The forward-backward queries that score each decoded span (sentence b's spans from its path): P(the span's
+    characters carry its tags), and in BIO minus P(the next character continues it as I-X), whose end is then not a
+    span end. (queries, per span (its query, BIO's or -1)), as Tagger._scored_spans asks them."""
+    index = {t: k for k, t in enumerate(labels)}
+    queries: list[tuple[int, int, list[int]]] = []
+    pairs: list[tuple[int, int]] = []
+    for b, (path, found) in enumerate(zip(paths, spans)):
+        for start, end, label, *_ in found:
+            queries.append((b, start, list(path[start:end])))
+            inside = index.get(f"I-{label}")
+            if scheme == "bio" and end < lengths[b] and inside is not None:
+                queries.append((b, start, list(path[start:end]) + [inside]))
+                pairs.append((len(queries) - 2, len(queries) - 1))
+            else:
+                pairs.append((len(queries) - 1, -1))
+    return queries, pairs
+
+
+def scored_spans(crf: BatchCRF, paths: Sequence[Sequence[int]], spans: Sequence[Sequence[tuple]], lengths: Sequence[int],
+                 labels: Sequence[str], scheme: str) -> list[list[tuple]]:
+    """Each sentence's (start, end, type) spans with their probability under the CRF, clipped to [0, 1]."""
+    queries, pairs = span_queries(paths, spans, lengths, labels, scheme)
+    probs = np.exp(crf.subpath_log_probs(queries)).tolist()
+    scores = iter(probs[q] - (probs[x] if x >= 0 else 0.0) for q, x in pairs)
+    return [[(s, e, t, min(1.0, max(0.0, next(scores)))) for s, e, t, *_ in found] for found in spans]
 
 
 def entity(text: str, start: int, end: int, label: str, *score: float) -> dict:

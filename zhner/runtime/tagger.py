@@ -5,12 +5,10 @@ over-long sentence into overlapping windows) and the spans stitched back; pieces
 length-sorted batches; `confidence=True` adds each entity's probability under the CRF."""
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from zhner.data.batching import budget_batches
 from zhner.data.example import check_positive, text_list
@@ -18,13 +16,15 @@ from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
-from zhner.runtime.decoding import SentenceCRF, entity, viterbi
+from zhner.runtime.decoding import BatchCRF, entity, scored_spans, viterbi
 from zhner.runtime.features import Features
 from zhner.shipped import onnx_file, resolve_model
 
 ONNX_FILE = "model.onnx"
-# FLAT's exported graph stores R per pair ([B, N, N, d_model] floats): batches of at most this many sentences x length^2
-ONNX_MAX_CELLS = 250_000
+# batches of at most this many sentences x length^2: onnxruntime's arena keeps the largest batch's memory for good; at
+# 250,000 the runtime peaked at 1.06 GB on the three test sets, at 100,000 at 445 MB, and tagged 1.06x as fast
+# (interleaved, zh-small). A graph exported before the character-query positions stores R per pair ([B, N, N, d_model])
+ONNX_MAX_CELLS = 100_000
 ONNX_GRAPH = FileKind("an ONNX graph", 2**31)  # protobuf's limit: a larger graph keeps its weights outside
 PIECE_CHARS_KEY = "zhner.piece_chars"  # the export's metadata: the longest piece the PyTorch tagger tags whole
 Piece = tuple[int, str]
@@ -146,24 +146,11 @@ class RuntimeTagger:
             paths = viterbi(emissions, lengths, start, trans, end)
         labels = self.task.labels
         spans = [tags_to_spans([labels[t] for t in path], self.task.scheme, strict=True) for path in paths]
-        if confidence:
-            spans = [self._scored(SentenceCRF(emissions[b, :n], start, trans, end), paths[b], spans[b], n)
-                     for b, n in enumerate(lengths)]
+        if confidence:  # P(a span's characters carry exactly its tags), as Tagger._scored_spans computes it
+            crf = BatchCRF(emissions, lengths, start, trans, end)
+            spans = scored_spans(crf, paths, spans, lengths, labels, self.task.scheme)
         # as Tagger.predict: no entity begins or ends on whitespace or an emoji (scored on the span the model decoded)
         return [trim_spans(list(chunk), found) for chunk, found in zip(chunks, spans)]
-
-    def _scored(self, crf: SentenceCRF, path: list[int], spans: list[tuple], n: int) -> list[tuple]:
-        """Each span with P(its characters carry exactly its tags); in BIO minus P(the next one continues it), as
-        Tagger._scored_spans computes it."""
-        index = {t: i for i, t in enumerate(self.tags)}
-        scored = []
-        for start, end, label in spans:
-            p = math.exp(crf.subpath_log_prob(start, path[start:end]))
-            inside = index.get(f"I-{label}")
-            if self.task.scheme == "bio" and end < n and inside is not None:
-                p -= math.exp(crf.subpath_log_prob(start, path[start:end] + [inside]))
-            scored.append((start, end, label, min(1.0, max(0.0, p))))
-        return scored
 
 
 def _piece_chars(graph, path: Path) -> int:
