@@ -76,8 +76,10 @@ def lac_system():
 
 def zhner_system(name: str, runtime: str, batch: int, scores: bool | None):
     if runtime == "onnx":
+        from zhner.export import cache_graph
         from zhner.runtime import load_runtime
 
+        cache_graph(name)  # exported into the cache on first use, before any timing
         tagger = load_runtime(name)
         confidence = tagger.has_crf if scores is None else scores
 

@@ -321,10 +321,10 @@ def test_subpath_marginals_against_enumeration(constrained: bool, seed: int) -> 
 @pytest.mark.parametrize("constrained", [False, True])
 @pytest.mark.parametrize("seed", range(3))
 def test_numpy_crf_against_enumeration(constrained: bool, seed: int) -> None:
-    """The inference CRF in numpy (zhner.runtime.decoding: the tagger's CPU path and the runtime's): its batched Viterbi
+    """The inference CRF in numpy (zhner.decoding: the tagger's CPU path and the runtime's): its batched Viterbi
     gives viterbi_tensor's paths, its batched forward-backward every subpath's probability as the sum over enumerated
     paths, on a ragged batch."""
-    from zhner.runtime.decoding import BatchCRF, viterbi
+    from zhner.decoding import BatchCRF, viterbi
 
     constraints = allowed_transitions(SMALL_TAGS, "bmes") if constrained else None
     crf = random_crf(len(SMALL_TAGS), seed, constraints=constraints)

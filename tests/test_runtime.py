@@ -17,7 +17,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.nn.crf import CRF, allowed_transitions
-from zhner.runtime.decoding import BatchCRF
+from zhner.decoding import BatchCRF
 from zhner.runtime.matcher import WordMatcher
 from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train
@@ -102,6 +102,7 @@ def test_a_model_without_a_graph_is_exported_once_into_the_cache(exported, tmp_p
     first use, reads it from there afterwards, and a changed model gets a graph of its own."""
     import shutil
 
+    from zhner.export import cache_graph
     from zhner.runtime import load_runtime
     from zhner.runtime.cache import cached_graph
 
@@ -111,9 +112,13 @@ def test_a_model_without_a_graph_is_exported_once_into_the_cache(exported, tmp_p
     monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
     _, path = cached_graph(bare)
     assert not path.exists() and path.is_relative_to(tmp_path / "cache")
+    with pytest.raises(ZhnerError, match="no exported graph for this model in the cache yet"):
+        load_runtime(str(bare))  # the runtime alone never imports torch, so it cannot export
+    assert cache_graph(str(bare)) == path
     runtime = load_runtime(str(bare))
     assert path.is_file() and runtime.predict(TEXTS) == tagger.predict(TEXTS, confidence=False)
     made = path.stat().st_mtime_ns
+    cache_graph(str(bare))
     load_runtime(str(bare))
     assert path.stat().st_mtime_ns == made and not list(path.parent.glob(".*"))  # read back; no partial file left
     (bare / "config.yaml").write_text((bare / "config.yaml").read_text() + "\n")

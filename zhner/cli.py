@@ -576,7 +576,17 @@ def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, 
                          "pieces fixed at export); use --runtime torch")
     if onnx is not None:
         return RuntimeTagger.load(model_dir, onnx)  # a graph of the user's (zhner export MODEL -o FILE)
-    return load_runtime(model_dir)  # MODEL/model.onnx, or the cached export (None: the default shipped model)
+    return load_runtime(model_dir, export=_export_graph)  # MODEL/model.onnx, or the cache's (None: the default model)
+
+
+def _export_graph(directory: Path, path: Path) -> None:
+    """A model's graph for the torch-free runtime, exported into the cache on first use: torch is imported only now."""
+    try:
+        from zhner.export import export_for_runtime
+    except ModuleNotFoundError as exc:
+        raise ZhnerError(f"no exported graph in the cache yet ({path}), and exporting it needs {exc.name}: pip install "
+                         "torch, or copy there a graph made by `zhner export` on a machine with torch", directory) from None
+    export_for_runtime(directory, path)
 
 
 @app.command("export")

@@ -4,7 +4,7 @@ What is exported: the model's emissions ([B, L, T] scores per character and tag)
 from `SequenceTagger.traceable_emissions` (FLAT stores R of Eq. 8 per pair there instead of its gathered-table fast path),
 traced by torch.export (the dynamo-based `torch.onnx.export(..., dynamo=True)`) with dynamic batch, length and word dims.
 The CRF's start / transition / end scores (forbidden ones already set to DISALLOWED) are constant outputs of the same
-graph, so the .onnx file is all the model there is; Viterbi decoding runs in numpy (zhner.runtime.decoding.viterbi), the
+graph, so the .onnx file is all the model there is; Viterbi decoding runs in numpy (zhner.decoding.viterbi), the
 same recursion and tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. OnnxTagger featurizes with the model's Featurizer
 (torch tensors, every field); zhner.runtime.RuntimeTagger runs the same graph with no torch at all (character models;
 the piece size it cuts long text at is written into the graph's metadata here). Featurization (vocabularies, lexicon
@@ -36,7 +36,7 @@ from zhner.fileio import staged_path, writing
 from zhner.nn.bert import BertCharFeatures, memo_disabled
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
-from zhner.runtime.decoding import viterbi
+from zhner.decoding import viterbi
 from zhner.runtime.tagger import ONNX_FILE, ONNX_MAX_CELLS, PIECE_CHARS_KEY, session
 from zhner.shipped import onnx_file, resolve_model
 from zhner.tagger import Tagger
@@ -95,6 +95,19 @@ def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
         for example, translation in zip(examples, EXAMPLE_TRANSLATIONS):
             example.translation = translation
     return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
+
+
+def cache_graph(model: str | Path | None = None) -> Path:
+    """The graph of a model (a shipped name, default zh-small, or a directory) for the torch-free runtime: its own
+    DIR/model.onnx, or the one in the user cache (zhner.runtime.cache), exported there now if it is not there yet."""
+    from zhner.runtime.cache import graph_path
+
+    return graph_path(model, export_for_runtime)[1]
+
+
+def export_for_runtime(directory: Path, path: Path) -> None:
+    """The exporter zhner.runtime.cache asks for: the model of `directory` as a graph at `path`."""
+    export_onnx(Tagger.load(directory), path)
 
 
 def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bool = False, own_file: bool = False) -> Path:

@@ -21,8 +21,8 @@ from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.nn.crf import DISALLOWED
 from zhner.pipeline import MAX_CELLS, Pipeline, check_positive, one_or_many, run_in_batches, text_list, with_threads
-from zhner.runtime.decoding import BatchCRF, scored_spans
-from zhner.runtime.decoding import viterbi as numpy_viterbi
+from zhner.decoding import BatchCRF, scored_spans
+from zhner.decoding import viterbi as numpy_viterbi
 from zhner.shipped import DEFAULT_MODEL, default_model_dir  # noqa: F401  (where callers have long imported them)
 
 MEMORY_MB = 1024  # default memory budget of one model call at prediction; longer text is split (see `max_chars`)

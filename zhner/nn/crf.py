@@ -23,7 +23,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from zhner.data.schemes import SCHEMES, check_tag, split_tag
-from zhner.runtime.decoding import viterbi as numpy_viterbi
+from zhner.decoding import viterbi as numpy_viterbi
 
 DISALLOWED = -1e4  # score of a forbidden start / transition / end
 # Terms more than this far below the maximum are raised to it inside logsumexp. Their true share, exp(-60) ~ 1e-26 each,
@@ -282,7 +282,7 @@ class CRF(nn.Module):
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         """Viterbi best path per sequence, as lists trimmed to each sequence's length. On the CPU the same recursion
-        runs in numpy (zhner.runtime.decoding.viterbi: the same float operations, so the same paths), a few times faster
+        runs in numpy (zhner.decoding.viterbi: the same float operations, so the same paths), a few times faster
         per step than torch's small-tensor ops."""
         if emissions.device.type == "cpu":
             emissions, mask, start, trans, end = self._potentials(emissions, mask, decoding=True)

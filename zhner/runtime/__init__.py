@@ -5,24 +5,27 @@ importing torch or zhner's models, so a deployment needs only `pip install 'zhne
 
     from zhner.runtime import RuntimeTagger, load_runtime
     RuntimeTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
-    load_runtime("zh-small").predict(["张三毕业于北京大学。"])  # a shipped name: its graph exported once into the cache
+    load_runtime("zh-small").predict(["张三毕业于北京大学。"])  # a shipped name: its graph in the cache, made once
+                                                                # by zhner.export.cache_graph("zh-small") (torch)
 
 Its modules import nothing heavier than numpy: `features` (characters, bigrams, lexicon words, BERT's character pieces,
-LAC's frozen features from jieba's model as the graph's inputs), `matcher` (lexicon matching in pure Python), `decoding` (Viterbi and span probabilities in
-numpy), `tagger` (the session, long-text cutting and stitching as Tagger.predict does them).
+LAC's frozen features from jieba's model as the graph's inputs), `matcher` (lexicon matching in pure Python), `cache`
+(where a model's graph is kept), `tagger` (the session, long-text cutting and stitching as Tagger.predict does them);
+Viterbi and span probabilities come from zhner.decoding (numpy only, shared with the PyTorch tagger).
 """
 from __future__ import annotations
 
 __all__ = ["RuntimeTagger", "load_runtime"]
 
 
-def load_runtime(model: str | None = None, threads: int = 1):
+def load_runtime(model: str | None = None, threads: int = 1, export=None):
     """The RuntimeTagger of a shipped model's name (default zh-small) or a model directory: DIR/model.onnx, or the
-    graph in the user cache, exported there on first use (which needs torch; see zhner.runtime.cache)."""
+    graph in the user cache (zhner.runtime.cache), made there on first use by `export(directory, path)` when given
+    (`zhner predict --runtime onnx` and zhner.export.cache_graph give torch's exporter)."""
     from zhner.runtime.cache import graph_path
     from zhner.runtime.tagger import RuntimeTagger
 
-    directory, path = graph_path(model)
+    directory, path = graph_path(model, export)
     return RuntimeTagger.load(directory, path, threads)
 
 

@@ -1,12 +1,13 @@
 """The exported graph of a model that carries none (the shipped models, a directory never exported), made once on first
 use into the user cache and read from there afterwards.
 
-    graph_path("zh-small")  # ~/.cache/zhner/onnx/zh-small-<key>/model.onnx, exported now if it is not there yet
+    zhner.export.cache_graph("zh-small")  # ~/.cache/zhner/onnx/zh-small-<key>/model.onnx, exported now if not there yet
 
 A model directory's own DIR/model.onnx (what `zhner export DIR` writes) is used as it is. Otherwise the graph lives in
 `$ZHNER_CACHE/onnx` (or `~/.cache/zhner/onnx`) under a key hashed from the files that make it (config.yaml,
 vocab.json, model.safetensors, lexicon.txt) and the exporter's version (`EXPORT_FORMAT`), so a retrained model or a new
-zhner gets a new graph, never a stale one. The export needs torch (it runs zhner.export once, ~10-20 s); the file is
+zhner gets a new graph, never a stale one. The export needs torch (zhner.export, a layer above this package, passes
+its exporter in: `graph_path(model, export)`; it takes ~10-20 s); the file is
 written under a temporary name and renamed into place, so concurrent first uses (a service's workers) each see a
 whole graph or none, and the last rename wins with identical bytes. Reading a cached graph needs no torch.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from zhner.errors import ZhnerError
@@ -56,25 +58,21 @@ def cached_graph(model: str | Path) -> tuple[Path, Path]:
     return directory, cache_root() / f"{name}-{model_key(directory)}" / ONNX_FILE
 
 
-def graph_path(model: str | Path) -> tuple[Path, Path]:
-    """(the model directory, its graph), exporting the graph into the cache first when neither is there."""
+def graph_path(model: str | Path | None, export: Callable[[Path, Path], None] | None = None) -> tuple[Path, Path]:
+    """(the model directory, its graph). When neither the directory nor the cache has the graph, `export(directory,
+    path)` makes it (zhner.export.cache_graph passes the exporter: it needs torch, which this package never imports);
+    without one that is an error saying how to make it."""
     directory, path = cached_graph(model)
     if path.is_file():
         return directory, path
-    try:
-        import torch  # noqa: F401 - exporting needs it; reading the cached graph does not
-    except ImportError:
-        raise ZhnerError(
-            f"{model}: no exported graph in the cache yet ({path}), and exporting it needs torch: run `zhner export` "
-            "(or `zhner predict --runtime onnx`) once on a machine with torch and copy the file there, or pip install torch"
-        ) from None
-    from zhner.export import export_onnx  # imported here: torch, the models
-    from zhner.tagger import Tagger
-
+    if export is None:
+        raise ZhnerError(f"no exported graph for this model in the cache yet ({path}): make it once with "
+                         "`zhner predict --runtime onnx -m MODEL` or zhner.export.cache_graph(MODEL), where torch is "
+                         "installed", directory)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ZhnerError(f"cannot create the graph cache ({exc.strerror}); set $ZHNER_CACHE to a writable folder",
                          path.parent) from None
-    export_onnx(Tagger.load(directory), path)  # written to a temporary file and renamed into place
+    export(directory, path)  # written to a temporary file and renamed into place
     return directory, path

@@ -16,7 +16,7 @@ from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
-from zhner.runtime.decoding import BatchCRF, entity, scored_spans, viterbi
+from zhner.decoding import BatchCRF, scored_spans, viterbi
 from zhner.runtime.features import Features
 from zhner.shipped import onnx_file, resolve_model
 
@@ -165,3 +165,10 @@ def _piece_chars(graph, path: Path) -> int:
         raise ZhnerError(f"malformed metadata {PIECE_CHARS_KEY}={value!r}", path)
     return size
 
+
+def entity(text: str, start: int, end: int, label: str, *score: float) -> dict:
+    """One entity record of `predict`: {"type", "start", "end", "text"(, "score" to 4 places)}."""
+    record = {"type": label, "start": start, "end": end, "text": text[start:end]}
+    if score:
+        record["score"] = round(score[0], 4)
+    return record
