@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import threading
+import time
 
 import pytest
 import torch
@@ -448,9 +449,11 @@ def test_loads_beside_repeated_saves_never_fail_nor_mix_two_saves(tmp_path):
 
     thread = threading.Thread(target=saver, daemon=True)
     thread.start()
-    load_errors, seen = [], set()
+    load_errors, seen, loads = [], set(), 0
+    deadline = time.monotonic() + 120  # at least 100 loads and 10 saves among them, however fast a load is
     try:
-        for _ in range(100):
+        while (loads < 100 or saves[0] < 10) and time.monotonic() < deadline:
+            loads += 1
             try:
                 loaded = Tagger.load(directory)
                 note = loaded.metrics["note"]
