@@ -29,10 +29,12 @@ def model_dir(tmp_path_factory):
     return out
 
 
-def start_workers(model_dir, workers: int = 2) -> tuple[subprocess.Popen, str]:
+def start_workers(model_dir, workers: int | None = 2) -> tuple[subprocess.Popen, str]:
+    """`zhner serve --workers N` (None: without --workers, one process), once it answers /health."""
     port = free_port()
+    option = [] if workers is None else ["--workers", str(workers)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port), "--workers", str(workers)],
+        [sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port), *option],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -43,7 +45,7 @@ def start_workers(model_dir, workers: int = 2) -> tuple[subprocess.Popen, str]:
             httpx.get(f"{url}/health", timeout=2).raise_for_status()
             return proc, url
         except httpx.TransportError:
-            assert time.time() < deadline, "zhner serve --workers did not start"
+            assert time.time() < deadline, f"zhner serve {' '.join(option)} did not start"
             time.sleep(0.2)
 
 
@@ -216,20 +218,8 @@ def test_a_killed_worker_is_logged_and_replaced_and_sigterm_drains(model_dir):
 def test_one_worker_drains_and_exits_0_on_sigterm(model_dir):
     """Without --workers, SIGTERM stops the server as Ctrl-C does: the request in flight is answered, exit 0 (uvicorn
     raises the signal again once it has stopped; that is not a failure)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "zhner.cli", "serve", "-m", str(model_dir), "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_workers(model_dir, workers=None)
     try:
-        deadline = time.time() + 90
-        while True:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                httpx.get(f"{url}/health", timeout=2).raise_for_status()
-                break
-            except httpx.TransportError:
-                assert time.time() < deadline, "zhner serve did not start"
-                time.sleep(0.2)
         results: list = []
         thread = drained_request(url, results)
         time.sleep(0.5)
