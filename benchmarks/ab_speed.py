@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _revision import extract, tree_env  # benchmarks/ is on sys.path: these run as scripts
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -86,15 +88,10 @@ def main() -> None:
         return
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        base_dir = Path(tmp) / "base"
-        base_dir.mkdir()
-        archive = subprocess.run(["git", "archive", args.base], cwd=REPO, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base_dir)], input=archive, check=True)
+        base_dir = extract(args.base, Path(tmp) / "base")
         workers = {}
         for side, root, runtime in (("A", base_dir, args.runtime_base or args.runtime), ("B", REPO, args.runtime)):
-            env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-            if "ZHNER_DATA" not in env and (REPO.parent / "shared" / "data").is_dir():
-                env["ZHNER_DATA"] = str(REPO.parent / "shared" / "data")
+            env = tree_env(root)
             cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "-m", args.model, "--dataset", args.dataset,
                    "--batch", str(args.batch), "--runtime", runtime, "--confidence", args.confidence]
             if args.sentences:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _revision import extract, tree_env  # benchmarks/ is on sys.path: these run as scripts
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -71,16 +73,11 @@ def main() -> None:
         Path(args.tag_only).write_text(json.dumps(tag(args.models, args.sentences, args.runtime, args.batch)))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        base_dir = Path(tmp) / "base"
-        base_dir.mkdir()
-        archive = subprocess.run(["git", "archive", args.base], cwd=REPO, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base_dir)], input=archive, check=True)
+        base_dir = extract(args.base, Path(tmp) / "base")
         results = {}
         for side, root, runtime in (("base", base_dir, args.runtime_base or args.runtime), ("this", REPO, args.runtime)):
             path = Path(tmp) / f"{side}.json"
-            env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-            if "ZHNER_DATA" not in env and (REPO.parent / "shared" / "data").is_dir():  # as found from this tree
-                env["ZHNER_DATA"] = str(REPO.parent / "shared" / "data")
+            env = tree_env(root)
             subprocess.run([sys.executable, str(REPO / "benchmarks" / "same_entities.py"), "--tag-only", str(path),
                             "--models", *args.models, "--sentences", str(args.sentences), "--batch", str(args.batch),
                             "--runtime", runtime], env=env, check=True, cwd=root)
