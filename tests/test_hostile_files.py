@@ -204,7 +204,7 @@ def test_the_commands_give_one_line_and_exit_2(tmp_path, shipped, form):
     data.write_text("张 B-PER\n三 E-PER\n", encoding="utf-8")
     for args in (["info", directory], ["predict", "-m", directory, "--text", "张三"], ["evaluate", directory, data],
                  ["serve", "-m", directory, "--port", "0"],
-                 ["train", "tener_resume", "-o", tmp_path / "run", "--set", f"train.init_from={directory}"]):
+                 ["train", "tener_resume", "-o", tmp_path / "run", "--set", "data.dataset=mini", "--set", f"train.init_from={directory}"]):
         res = run_zhner(*args, cwd=tmp_path, timeout=120)
         assert res.returncode == 2 and "Traceback" not in res.stderr, (args, res.stderr[-2000:])
         errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
