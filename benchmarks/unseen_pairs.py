@@ -65,8 +65,10 @@ def plan(args: argparse.Namespace) -> list[dict]:
 
 
 def finished(run_dir: Path) -> bool:
+    # a run stopped by train.max_minutes keeps its checkpoint (to be continued with a larger budget), but it is done:
+    # its metrics.json says "time_budget"; an interrupted one says "running" or has none yet
     metrics = run_dir / "metrics.json"
-    if not metrics.is_file() or (run_dir / "checkpoint.pt").exists():
+    if not metrics.is_file():
         return False
     try:
         return json.loads(metrics.read_text(encoding="utf-8")).get("status") not in (None, "running")
@@ -87,6 +89,11 @@ def train_one(run: dict, log_dir: Path) -> tuple[dict, int, float]:
     started = time.perf_counter()
     with open(log, "a", encoding="utf-8") as handle:
         code = subprocess.call(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        if code == 0 and finished(out):
+            # scored here, in the run's own worker, so a grid cut off by a time limit keeps the scores of what finished
+            # and the scoring runs as many at once as the trainings
+            code = subprocess.call([sys.executable, __file__, "--score", str(out)], cwd=REPO, env=env,
+                                   stdout=handle, stderr=subprocess.STDOUT)
     return run, code, time.perf_counter() - started
 
 
@@ -195,12 +202,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--note", default="", help="how the runs were trained (commit, machine, what else ran)")
     ap.add_argument("--table", action="store_true", help="print the results file's table and stop")
     ap.add_argument("--no-train", action="store_true", help="only score and compare the runs already finished")
+    ap.add_argument("--score", type=Path, metavar="RUN_DIR", help="write RUN_DIR/seen_unseen.json and stop")
     args = ap.parse_args(argv)
+    if args.score:
+        print(json.dumps(seen_unseen(args.score)))
+        return
     if args.table:
         print(table(json.loads(args.out.read_text(encoding="utf-8"))))
         return
     runs = plan(args)
-    todo = [r for r in runs if not finished(r["dir"])]
+    # seed by seed: a grid cut short still holds whole pairs (every arm of the first seeds) rather than whole arms
+    todo = sorted((r for r in runs if not finished(r["dir"])), key=lambda r: r["seed"])
     print(f"{len(runs)} runs, {len(runs) - len(todo)} finished, {len(todo)} to train ({args.jobs} at once)", flush=True)
     failed = []
     if todo and not args.no_train:
