@@ -279,3 +279,40 @@ def test_a_lattice_model_on_bert_cuts_text_at_the_encoders_window(tiny_sp_bert, 
     assert len(texts[-1]) > 3 * 62
     expected = tagger.predict(texts, confidence=False)
     assert sum(map(len, expected)) > 20 and runtime.predict(texts, batch_size=7) == expected
+
+
+SERVE_PACKAGES = ("numpy", "onnxruntime", "pyyaml", "fastapi", "uvicorn", "httpx")  # the service, its test client
+
+
+def test_the_service_runs_the_runtime_without_torch(exported, tmp_path):
+    """The HTTP app over the exported graph (`zhner serve --runtime onnx`), in the torch-free venv: the entities and
+    confidences of RuntimeTagger.predict, /health saying which runtime answers, and n-best (PyTorch only) a 422."""
+    out, tagger = exported
+    python = _torch_free_venv(tmp_path / "venv", SERVE_PACKAGES)
+    script = (
+        "import json, sys\n"
+        "try:\n    import torch\nexcept ImportError:\n    pass\nelse:\n    sys.exit('torch is importable')\n"
+        "from fastapi.testclient import TestClient\n"
+        "from zhner.serve.app import create_app\n"
+        "from zhner.serve.workers import load_served\n"
+        f"model, served = load_served({str(out)!r}, 'cpu', 'onnx')\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "with TestClient(create_app(model, served=served)) as client:\n"
+        "    answers = [client.post('/v1/ner', json={'texts': texts, 'confidence': True}),\n"
+        "               client.post('/v1/ner', json={'text': texts[0], 'nbest': 2}), client.get('/health'),\n"
+        "               client.get('/v1/labels')]\n"
+        "print(json.dumps([[a.status_code, a.json()] for a in answers]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    res = subprocess.run([str(python), "-c", script], input=json.dumps(TEXTS), capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (tagged, nbest, health, labels) = json.loads(res.stdout)
+    assert tagged[0] == 200 and [r["entities"] for r in tagged[1]["results"]] == RuntimeTagger.load(out).predict(
+        TEXTS, confidence=True)
+    assert sum(len(r["entities"]) for r in tagged[1]["results"]) > 0
+    assert nbest == [422, {"error": "nbest needs the PyTorch runtime; this service runs the onnx runtime", "field": "nbest"}]
+    assert health[0] == 200 and health[1]["runtime"] == "onnx" and health[1]["model"] == "flat"
+    assert health[1]["dataset"] == "mini" and health[1]["test_scores"] == {"mini": tagger.metrics["test"]["strict"]["f1"]}
+    assert labels == [200, {"labels": sorted({t[2:] for t in tagger.featurizer.tags if t != "O"}),
+                            "tags": list(tagger.featurizer.tags), "scheme": tagger.featurizer.scheme}]

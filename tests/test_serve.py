@@ -20,7 +20,7 @@ from test_acts import tiny_config
 from zhner.cli import resolve_config
 from zhner.config import config_from_dict, load_config
 from zhner.data.registry import load_dataset
-from zhner.serve.app import Limits, create_app
+from zhner.serve.app import Limits, ServedModel, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
@@ -380,11 +380,17 @@ def test_slow_clients_are_timed_out(server):
     assert client.post("/v1/ner", json={"text": "张三"}).status_code == 200
 
 
-def test_health_shows_no_host_paths(server, monkeypatch):
+def test_health_shows_no_host_paths(server):
     """A model trained from a folder (`data.dataset=/abs/path`) shows the folder's name, not where it lives."""
-    client, tagger = server
-    monkeypatch.setattr(tagger.config.data, "dataset", "/home/someone/corpora/my_ner")
-    health = client.get("/health")
+    from dataclasses import replace
+
+    from fastapi.testclient import TestClient
+
+    _, tagger = server
+    served = ServedModel.of_pipeline(tagger)
+    assert served.corpora == ["mini"]
+    with TestClient(create_app(tagger, LIMITS, replace(served, corpora=["/home/someone/corpora/my_ner"]))) as client:
+        health = client.get("/health")
     assert health.json()["dataset"] == "my_ner" and "/home/someone" not in health.text
 
 

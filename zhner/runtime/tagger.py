@@ -80,6 +80,7 @@ class RuntimeTagger:
                 "run it with zhner.export.OnnxTagger (PyTorch installed)"
             )
         self._piece_chars = piece_chars
+        self.directory: Path | None = None  # the model directory it was loaded from (load sets it)
 
     @classmethod
     def load(cls, directory: str | Path | None, onnx_path: str | Path | None = None, threads: int = 1) -> "RuntimeTagger":
@@ -89,7 +90,9 @@ class RuntimeTagger:
         runtime_task, features = read_committed(directory, _task_and_features)  # the vocabulary and lexicon of one save
         graph_path = onnx_file(directory, onnx_path)
         graph = session(graph_path, threads)
-        return cls(graph, features, runtime_task, _piece_chars(graph, graph_path))
+        tagger = cls(graph, features, runtime_task, _piece_chars(graph, graph_path))
+        tagger.directory = directory
+        return tagger
 
     @property
     def has_crf(self) -> bool:
@@ -119,7 +122,11 @@ class RuntimeTagger:
         pieces = [self.split(text) for text in texts]
         chunks = [chunk for text_pieces in pieces for _, chunk in text_pieces]
         spans = iter(self.piece_spans(chunks, batch_size, confidence))
-        return [[entity(text, *s) for s in stitch(tp, [next(spans) for _ in tp])] for text, tp in zip(texts, pieces)]
+        return [self.join(text, tp, [next(spans) for _ in tp]) for text, tp in zip(texts, pieces)]
+
+    def join(self, text: str, pieces: list[Piece], spans: list[list[tuple]]) -> list[dict]:
+        """The entities of `text` from the spans of its pieces (as `split` cut it), stitched across the pieces."""
+        return [entity(text, *s) for s in stitch(pieces, spans)]
 
     def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
         """(start, end, type(, probability)) spans of each chunk, tagged in length-sorted batches."""

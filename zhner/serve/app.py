@@ -14,6 +14,7 @@ with a fitting status (400, 408, 413, 415, 422, 503), and no request can crash t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -21,6 +22,7 @@ import os
 import time
 from collections.abc import Awaitable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeVar
 
@@ -43,6 +45,36 @@ from zhner.serve.batcher import MicroBatcher, Overloaded
 
 log = logging.getLogger("uvicorn.error")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the service says of the model it serves (/health, /v1/labels) and which request options it takes."""
+
+    kind: str  # tagging or classification
+    tags: list[str]  # a tagger's tags, a classifier's labels
+    scheme: str | None
+    model: str  # the architecture, e.g. flat
+    corpora: list[str]  # trained on: data.dataset, then data.union's
+    metrics: dict = dataclasses.field(default_factory=dict)
+    crf: bool = False  # confidence and nbest need a CRF head
+    nbest: bool = True  # the torch-free runtime has no n-best decoding
+    runtime: str = "torch"
+
+    @classmethod
+    def of_pipeline(cls, pipeline: Any) -> "ServedModel":
+        """A zhner.tagger.Tagger's or zhner.classifier.Classifier's description, from its config and metrics."""
+        data = pipeline.config.data
+        return cls(
+            kind=pipeline.task.kind, tags=list(pipeline.featurizer.tags), scheme=getattr(pipeline.featurizer, "scheme", None),
+            model=pipeline.config.model.name, corpora=[data.dataset] + [part.dataset for part in getattr(data, "union", None) or []],
+            metrics=getattr(pipeline, "metrics", None) or {}, crf=getattr(pipeline.model, "crf", None) is not None,
+        )
+
+    @property
+    def labels(self) -> list[str]:
+        """Entity types (tagging) or class labels (classification)."""
+        return sorted({split_tag(t)[1] for t in self.tags if t != "O"}) if self.kind == "tagging" else list(self.tags)
 
 
 class Limits(BaseModel):
@@ -138,6 +170,7 @@ class Health(BaseModel):
     status: str
     version: str
     model: str = Field(description="model architecture, e.g. tener")
+    runtime: str = Field("torch", description="torch (the model in PyTorch) or onnx (its exported graph, torch-free)")
     dataset: str = Field(description="the dataset it was trained on (a folder's name only, never its path); a union "
                          "of corpora (data.union) as their names joined by ' + '")
     test_scores: dict[str, float] = Field(
@@ -278,6 +311,9 @@ def _translations(request: NERRequest, tagger: Any) -> list[str | None] | None:
     with `text`, `translations` with `texts` (as many), and only a model with a translation field (ACT-S) takes them."""
     if request.translation is None and request.translations is None:
         return None
+    if not hasattr(tagger, "check_translations"):
+        field = "translation" if request.translation is not None else "translations"
+        raise RequestError(422, "this model reads no translations", field)
     if request.text is not None and request.translations is not None:
         raise RequestError(422, "'translations' goes with 'texts'; with 'text' give 'translation'", "translations")
     if request.texts is not None and request.translation is not None:
@@ -327,17 +363,17 @@ def dataset_name(dataset: str) -> str:
 
 
 # -- the app --------------------------------------------------------------------------------------------------------
-def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
-    """A FastAPI app serving `tagger` (a zhner.tagger.Tagger, or anything with its `split`/`piece_spans`/`join`
-    (see zhner.serve.batcher.Pieces), `featurizer` and `config`)."""
+def create_app(tagger: Any, limits: Limits | None = None, served: ServedModel | None = None) -> FastAPI:
+    """A FastAPI app serving `tagger`: a zhner.tagger.Tagger or Classifier, or anything with their `split` /
+    `piece_spans` / `join` (zhner.serve.batcher.Pieces) and `record` described by `served` (the torch-free runtime's
+    tagger: zhner.serve.workers.load_served)."""
     limits = limits or Limits()
+    served = served or ServedModel.of_pipeline(tagger)
     batcher = MicroBatcher(
         tagger, limits.batch_texts, limits.batch_wait_ms, limits.max_pending_texts, timeout_s=limits.request_timeout_s
     )
     started = time.monotonic()
-    kind = tagger.task.kind
-    tags = list(tagger.featurizer.tags)
-    labels = sorted({split_tag(t)[1] for t in tags if t != "O"}) if kind == "tagging" else tags
+    kind, tags, labels = served.kind, served.tags, served.labels
     endpoint = "/v1/ner" if kind == "tagging" else "/v1/classify"
 
     def wrong_endpoint() -> JSONResponse:
@@ -369,9 +405,12 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         try:
             body = await read_body(request, limits.max_body_bytes, limits.read_timeout_s)
             parsed = parse_request(body, request.headers.get("content-type"), limits)
-            if getattr(tagger.model, "crf", None) is None and (parsed.confidence or parsed.nbest):
-                field = "confidence" if parsed.confidence else "nbest"
-                raise RequestError(422, f"{field} needs a CRF head; this model has a softmax head", field)
+            if not served.crf and (parsed.confidence or parsed.nbest):
+                option = "confidence" if parsed.confidence else "nbest"
+                raise RequestError(422, f"{option} needs a CRF head; this model has a softmax head", option)
+            if parsed.nbest and not served.nbest:
+                raise RequestError(422, f"nbest needs the PyTorch runtime; this service runs the {served.runtime} runtime",
+                                   "nbest")
             texts = [parsed.text] if parsed.text is not None else list(parsed.texts or [])
             translations = _translations(parsed, tagger)
             entities = await unless_disconnected(request, batcher.submit(texts, parsed.confidence, translations))
@@ -417,14 +456,14 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
     @app.get("/health", response_model=Health, summary="Liveness, and the model being served")
     async def health() -> dict:
         """Liveness and what is being served."""
-        data = tagger.config.data
-        corpora = [dataset_name(data.dataset)] + [dataset_name(part.dataset) for part in getattr(data, "union", None) or []]
+        corpora = [dataset_name(name) for name in served.corpora]
         return {
             "status": "ok",
             "version": __version__,
-            "model": tagger.config.model.name,
+            "model": served.model,
+            "runtime": served.runtime,
             "dataset": " + ".join(corpora),
-            "test_scores": test_scores_by_corpus(getattr(tagger, "metrics", None) or {}, corpora),
+            "test_scores": test_scores_by_corpus(served.metrics, corpora),
             "task": kind,
             "labels": labels,
             "uptime_s": round(time.monotonic() - started, 3),
@@ -442,7 +481,7 @@ def create_app(tagger: Any, limits: Limits | None = None) -> FastAPI:
         """Entity types, and the tag set and scheme the model decodes with (a classifier: its labels)."""
         if kind != "tagging":
             return {"labels": labels}
-        return {"labels": labels, "tags": tags, "scheme": tagger.featurizer.scheme}
+        return {"labels": labels, "tags": tags, "scheme": served.scheme}
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:  # 404, 405 in our error shape

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from zhner.errors import ZhnerError
-from zhner.serve.app import Limits, create_app
+from zhner.fileio import read_committed, read_model_mapping
+from zhner.info import trained_on
+from zhner.serve.app import Limits, ServedModel, create_app
 from zhner.serve.server import protocol_class
 
 SETTINGS_ENV = "ZHNER_SERVE_WORKER"
@@ -33,9 +35,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 log = logging.getLogger("uvicorn.error")  # uvicorn's own: its handler and format, at the server's log level
 
 
-def worker_settings(model_dir: Path, device: str, limits: Limits) -> str:
+def worker_settings(model_dir: Path, device: str, limits: Limits, runtime: str = "torch") -> str:
     """What each worker needs to build its app, as the JSON that ZHNER_SERVE_WORKER carries."""
-    return json.dumps({"model_dir": str(model_dir), "device": device, "limits": limits.model_dump()})
+    return json.dumps({"model_dir": str(model_dir), "device": device, "limits": limits.model_dump(), "runtime": runtime})
 
 
 def die_with_parent() -> None:
@@ -61,26 +63,52 @@ def load_pipeline(model_dir: str | Path, device: str) -> Any:
     return pipeline
 
 
+def load_served(model_dir: str | Path, device: str, runtime: str = "torch") -> tuple[Any, ServedModel]:
+    """What a service answers with, and its description. runtime "torch": the model directory's pipeline on `device`;
+    "onnx": its exported graph run by zhner.runtime on the CPU, torch never imported (the graph must be in the
+    directory or the cache already: `zhner serve --runtime onnx` exports it once before the workers start)."""
+    if runtime == "torch":
+        pipeline = load_pipeline(model_dir, device)
+        return pipeline, ServedModel.of_pipeline(pipeline)
+    from zhner.runtime import load_runtime
+
+    tagger = load_runtime(str(model_dir))
+    config, metrics = read_committed(tagger.directory, _config_and_metrics)  # the files of one save
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    served = ServedModel(
+        kind="tagging", tags=tagger.tags, scheme=tagger.task.scheme, model=str(model.get("name")),
+        corpora=trained_on(data), metrics=metrics, crf=tagger.has_crf, nbest=False, runtime="onnx",
+    )
+    return tagger, served
+
+
+def _config_and_metrics(path) -> tuple[dict, dict]:
+    config = read_model_mapping(path("config.yaml"), "yaml")
+    metrics = read_model_mapping(path("metrics.json"), "json") if os.path.lexists(path("metrics.json")) else {}
+    return config, metrics
+
+
 def app_from_environment() -> Any:
     """uvicorn's app factory in each worker process: the app serving ZHNER_SERVE_WORKER's model."""
     die_with_parent()
     settings = json.loads(os.environ[SETTINGS_ENV])
     try:
-        pipeline = load_pipeline(settings["model_dir"], settings["device"])
+        model, served = load_served(settings["model_dir"], settings["device"], settings.get("runtime", "torch"))
     except ZhnerError as exc:
         print(f"error: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
         sys.exit(STARTUP_FAILURE)
-    return create_app(pipeline, Limits(**settings["limits"]))
+    return create_app(model, Limits(**settings["limits"]), served)
 
 
 def serve_workers(
-    model_dir: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool = False
+    model_dir: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool = False,
+    runtime: str = "torch",
 ) -> None:
     """Serve with `workers` processes on host:port until SIGINT / SIGTERM; ZhnerError when the workers could not start."""
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
 
-    os.environ[SETTINGS_ENV] = worker_settings(model_dir, device, limits)  # spawned workers inherit the environment
+    os.environ[SETTINGS_ENV] = worker_settings(model_dir, device, limits, runtime)  # spawned workers inherit the environment
     config = uvicorn.Config(
         FACTORY, factory=True, host=host, port=port, workers=workers, http=protocol_class(limits.read_timeout_s),
         access_log=access_log, log_level="info" if access_log else "warning",
