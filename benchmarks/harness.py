@@ -1,20 +1,32 @@
-"""What the benchmarks share: the checkout, the texts they tag, an earlier revision beside this one, the processes they
-watch and the cold start they time. A script of benchmarks/GROUP/ imports it with its parent folder on sys.path:
+"""What the benchmarks share: how a run is recorded (its command, commit and the machine's load, written with the
+figures as JSON), the clock, the models and texts they measure, an earlier revision beside this one, the processes
+they watch and the cold start they time. A script of benchmarks/GROUP/ imports it with its parent folder on sys.path:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
     import harness  # noqa: E402
+
+    provenance = harness.Run()                     # the command and the load as the measurement starts
+    with harness.clocked() as clock:
+        tagger.predict(texts)
+    harness.write(args.output, provenance.record({"sentences_per_cpu_s": len(texts) / clock.cpu_s}))
 
 Nothing here imports zhner at import time: a worker of ab_speed.py or same_entities.py runs zhner from another
 revision (its PYTHONPATH), and the harness must not put this checkout's in its way.
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
+import platform
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,6 +37,141 @@ def use_checkout() -> None:
     """zhner from this checkout, ahead of an installed one (a script run as `python benchmarks/GROUP/NAME.py`)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
+
+
+# -- a run's record: command, commit, load, date ----------------------------------------------------------------------
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """How this script was run, as a line to paste into a shell: OMP_NUM_THREADS when it is set, `python`, the script's
+    path in this checkout (benchmarks/GROUP/NAME.py, whatever the working directory) and its arguments."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
+    name = script.relative_to(REPO).as_posix() if script.is_relative_to(REPO) else argv[0]
+    threads = [f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"] if "OMP_NUM_THREADS" in os.environ else []
+    return shlex.join([*threads, "python", name, *argv[1:]])
+
+
+def commit(revision: str | None = None, repo: Path = REPO) -> str:
+    """The short hash of what ran: the working tree's HEAD with "+dirty" when tracked files differ from it, or a named
+    `revision`'s; "unknown" outside a git checkout."""
+    found = subprocess.run(["git", "rev-parse", "--short", revision or "HEAD"], cwd=repo, capture_output=True, text=True)
+    if found.returncode:
+        return "unknown"
+    dirty = revision is None and subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                                                capture_output=True, text=True).stdout.strip()
+    return found.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+class Run:
+    """One run of a benchmark: its command and the machine's load when it starts (make it before measuring); `record`
+    puts them beside the figures with the commit measured and the load at the end. Timings on a shared machine move
+    with its load, so every results file says what the load was."""
+
+    def __init__(self, repo: Path = REPO):
+        self.repo = repo
+        self.command = command_line()
+        self.load_before = load_average()
+
+    def record(self, result: dict) -> dict:
+        """{"command", **result, "commit", "load": {"before", "after"} (1, 5, 15-minute averages), "date"}."""
+        return {"command": self.command, **result, "commit": commit(repo=self.repo),
+                "load": {"before": self.load_before, "after": load_average()}, "date": utc_now()}
+
+
+def output_options(parser: argparse.ArgumentParser, results_file: str) -> None:
+    """The options of a script that writes one results file: -o/--output (benchmarks/results/`results_file` unless
+    given) and --note, recorded in the file (what else ran on the machine, where the model came from)."""
+    parser.add_argument("-o", "--output", default=str(RESULTS / results_file), help="where the JSON goes")
+    parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
+
+
+def machine() -> str:
+    """The machine in a line: architecture, cores, Python."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}"
+
+
+def write(path: str | Path, result: dict, echo: bool = True, indent: int = 2) -> None:
+    """`result` as JSON at `path` (UTF-8, written whole: a reader never sees half a file), and on stdout when `echo`."""
+    text = json.dumps(result, indent=indent, ensure_ascii=False) + "\n"
+    if echo:
+        print(text, end="", flush=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+# -- the clock --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Clock:
+    cpu_s: float = 0.0  # this process's CPU seconds: what other processes on a shared machine move least
+    wall_s: float = 0.0
+
+
+@contextmanager
+def clocked() -> Iterator[Clock]:
+    """Times the block: `with clocked() as clock: ...`, then clock.cpu_s and clock.wall_s."""
+    clock = Clock()
+    cpu, wall = time.process_time(), time.perf_counter()
+    try:
+        yield clock
+    finally:
+        clock.cpu_s, clock.wall_s = time.process_time() - cpu, time.perf_counter() - wall
+
+
+def repeated(fn: Callable[[], object], repeats: int, warmup: int = 0) -> tuple[list[Clock], object]:
+    """`fn` called `warmup` times untimed, then `repeats` times, each clocked: the clocks and the last call's result."""
+    for _ in range(warmup):
+        fn()
+    clocks, result = [], None
+    for _ in range(repeats):
+        with clocked() as clock:
+            result = fn()
+        clocks.append(clock)
+    return clocks, result
+
+
+# -- models -----------------------------------------------------------------------------------------------------------
+
+
+def load(model: str | Path):
+    """`zhner.load(model)` (a shipped name or a directory) with torch on one thread, as the benchmarks time it."""
+    import torch
+
+    import zhner
+
+    torch.set_num_threads(1)
+    return zhner.load(model)
+
+
+def build(config: str, overrides: Iterable[str] = ()):
+    """A config's model prepared as training prepares it (a shipped config name or a YAML path, with KEY=VALUE
+    overrides): the `prepare` result, its tagger untrained unless the config loads weights."""
+    from zhner.cli import resolve_config
+    from zhner.config import load_config
+    from zhner.train.trainer import prepare
+
+    return prepare(load_config(resolve_config(config), list(overrides)), log=lambda _: None)
+
+
+def forget_features(tagger) -> None:
+    """Empty a LAC field's memo (any version's) before a timed pass: each pass meets its texts cold, as a service meets
+    new text (a memo of 10^6 characters once let a second pass over a test set skip LAC's BiGRU)."""
+    fields = getattr(getattr(tagger, "featurizer", None), "fields", {})
+    lac = fields.get("lac") if isinstance(fields, dict) else None
+    if lac is not None and hasattr(lac, "_memo"):
+        lac._memo.clear()
+        for counter in ("_memo_chars", "_memo_bytes"):
+            if hasattr(lac, counter):
+                setattr(lac, counter, 0)
 
 
 # -- texts ------------------------------------------------------------------------------------------------------------
@@ -41,6 +188,13 @@ def long_text(chars: int) -> str:
         if len(text) >= chars:
             break
     return text[:chars]
+
+
+def split_texts(dataset: str, split: str = "test", limit: int | None = None) -> list[str]:
+    """The texts of a corpus's split (a registry name: msra, weibo, resume, ...), the first `limit` of them."""
+    from zhner.data.registry import load_dataset
+
+    return [ex.text for ex in load_dataset(dataset)[split]][:limit]
 
 
 def test_sentences(limit: int = 2000) -> list[str]:
@@ -134,16 +288,7 @@ def first_answer(kind: str, directory: Path, env: dict) -> dict:
             "torch_imported": result["torch_imported"]}
 
 
-def write_result(result: dict, load_before: tuple[float, ...], note: str, output: str) -> None:
-    """`result` with the machine's conditions (one thread, the cores, load before and after, date), printed and written
-    to `output` as JSON."""
-    result |= {
-        "threads": 1,
-        "cpus": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": load_average(),
-        "note": note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    print(json.dumps(result, ensure_ascii=False, indent=2))
-    Path(output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+def write_result(run: Run, result: dict, note: str, output: str | Path) -> None:
+    """`result` recorded by `run`, with the conditions every cold-start and throughput figure needs (one thread, the
+    cores, what else ran: `note`), printed and written to `output` as JSON."""
+    write(output, run.record(result | {"threads": 1, "cpus": os.cpu_count(), "note": note}))

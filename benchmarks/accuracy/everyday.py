@@ -9,12 +9,15 @@ Writes benchmarks/results/everyday.json (or --output) and prints a table. Predic
 from __future__ import annotations
 
 import argparse
-import json
 import re
+import sys
 from pathlib import Path
 
 import zhner
 from zhner.evaluate.metrics import per_type_prf, span_prf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MENTION = re.compile(r"\[([^\[\]|]+)\|([A-Z]+)\]")
@@ -72,17 +75,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--models", nargs="+", default=["zh-small", "zh-accurate"], help="shipped names or directories")
     parser.add_argument("--sentences", type=Path, default=HERE / "everyday.txt")
-    parser.add_argument("--output", type=Path, default=HERE.parent / "results" / "everyday.json")
+    parser.add_argument("--output", type=Path, default=harness.RESULTS / "everyday.json")
     args = parser.parse_args()
+    provenance = harness.Run()
     sentences = read_sentences(args.sentences)
     rows = [score(str(m), sentences) for m in args.models]
     out = {
         "what": "the shipped models on benchmarks/accuracy/everyday.txt (hand-labelled everyday sentences), strict span P/R/F1",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/accuracy/everyday.py -m " + " ".join(map(str, args.models)),
         "deterministic": True,
         "rows": rows,
     }
-    args.output.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    harness.write(args.output, provenance.record(out), echo=False)
     print(table(rows))
     for r in rows:
         for miss in r["misses"]:

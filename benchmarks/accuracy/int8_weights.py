@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 from zhner.cli import _corpus_for  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
 
@@ -27,6 +29,7 @@ def main() -> None:
     parser.add_argument("data")
     parser.add_argument("-o", "--output")
     args = parser.parse_args()
+    provenance = harness.Run()
     full = Tagger.load(args.model_dir)
     corpus = _corpus_for(args.data, full.featurizer.unit)
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,11 +44,11 @@ def main() -> None:
         "float32_f1_strict": a["strict"]["f1"], "int8_f1_strict": b["strict"]["f1"],
         "diff": round(b["strict"]["f1"] - a["strict"]["f1"], 2), "sentences_changed": changed,
         "float32_bytes": (Path(args.model_dir) / "model.safetensors").stat().st_size, "int8_bytes": small_bytes,
-        "command": shlex.join(["python", "benchmarks/accuracy/int8_weights.py", *sys.argv[1:]]),
     }
+    result = provenance.record(result)
     print(json.dumps(result, indent=2))
     if args.output:
-        Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        harness.write(args.output, result, echo=False)
 
 
 if __name__ == "__main__":

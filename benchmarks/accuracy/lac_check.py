@@ -12,7 +12,7 @@ types left out). LAC was not trained on these corpora's guidelines, so the figur
 from __future__ import annotations
 
 import json
-import time
+import sys
 from pathlib import Path
 
 from zhner.data.registry import load_dataset
@@ -20,7 +20,10 @@ from zhner.data.schemes import tags_to_spans
 from zhner.evaluate.metrics import span_prf
 from zhner.pretrained.lac import LacModel, entity_spans, load_lac_model
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+RESULTS = harness.RESULTS
 LAC_TYPES = {"PER": "PER", "LOC": "LOC", "ORG": "ORG"}
 GOLD_TYPES = {
     "msra": {"NR": "PER", "NS": "LOC", "NT": "ORG"},
@@ -42,9 +45,9 @@ def gold_spans(dataset: str) -> tuple[list[list[str]], list[list[tuple[int, int,
 
 
 def score(model: LacModel, sentences: list[list[str]], gold: list[list[tuple[int, int, str]]]) -> dict:
-    start = time.perf_counter()
-    pred = [entity_spans(model.tag(chars), LAC_TYPES) for chars in sentences]
-    seconds = time.perf_counter() - start
+    with harness.clocked() as clock:
+        pred = [entity_spans(model.tag(chars), LAC_TYPES) for chars in sentences]
+    seconds = clock.wall_s
     prf = span_prf(gold, pred)
     chars = sum(len(s) for s in sentences)
     return {
@@ -54,6 +57,7 @@ def score(model: LacModel, sentences: list[list[str]], gold: list[list[tuple[int
 
 
 def main() -> None:
+    provenance = harness.Run()
     lac = load_lac_model()
     rows = []
     for dataset in GOLD_TYPES:
@@ -65,11 +69,10 @@ def main() -> None:
     out = {
         "what": "LAC's PER/LOC/ORG words (jieba's lac_small, run by zhner.pretrained.lac) against gold names, test sets",
         "metric": "strict span P/R/F1 over PER/LOC/ORG (types mapped as benchmarks/accuracy/lac_check.py says)",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/accuracy/lac_check.py",
         "deterministic": True,
         "rows": rows,
     }
-    (RESULTS / "lac_check.json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    harness.write(RESULTS / "lac_check.json", provenance.record(out), echo=False)
     print(table(out))
 
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
@@ -31,11 +29,10 @@ def tag(models: list[str], per_corpus: int, runtime: str, batch: int) -> dict:
     import torch
 
     import zhner
-    from zhner.data.registry import load_dataset
 
     torch.set_num_threads(1)
     out = {"zhner": zhner.__file__}
-    texts = {name: [ex.text for ex in load_dataset(name)["test"]][:per_corpus] for name in ("msra", "weibo", "resume")}
+    texts = {name: harness.split_texts(name, "test", per_corpus) for name in ("msra", "weibo", "resume")}
     texts["long"] = [harness.long_text(20_000)]
     for model in models:
         if runtime == "onnx":
@@ -46,7 +43,7 @@ def tag(models: list[str], per_corpus: int, runtime: str, batch: int) -> dict:
             tagger = load_runtime(model)
             run = lambda ts: tagger.predict(ts, batch_size=batch, confidence=True)  # noqa: E731
         else:
-            tagger = zhner.load(model)
+            tagger = harness.load(model)
             run = lambda ts: [[e.to_dict() for e in ents] for ents in tagger.predict(ts, batch_size=batch)]  # noqa: E731
         out[model] = {
             corpus: [[[e["start"], e["end"], e["type"], e.get("score")] for e in ents] for ents in run(ts)]
@@ -69,6 +66,7 @@ def main() -> None:
     if args.tag_only:
         Path(args.tag_only).write_text(json.dumps(tag(args.models, args.sentences, args.runtime, args.batch)))
         return
+    provenance = harness.Run()
     with tempfile.TemporaryDirectory() as tmp:
         base_dir = harness.extract(args.base, Path(tmp) / "base")
         results = {}
@@ -94,13 +92,9 @@ def main() -> None:
             }
             print(f"{model:12} {corpus:7} {len(a):5} sentences {sum(map(len, a)):5} entities: "
                   f"{spans_differ} differ, scores within {max(score_diffs, default=0.0):.4f}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    base_commit = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    out = {"command": "OMP_NUM_THREADS=1 python benchmarks/accuracy/same_entities.py " + " ".join(sys.argv[1:]),
-           "commit": commit, "base": f"{args.base} ({base_commit})", "runtime": args.runtime,
-           "runtime_base": args.runtime_base or args.runtime, "loadavg": [round(x, 2) for x in os.getloadavg()],
-           "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "comparison": report}
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    out = {"base": f"{args.base} ({harness.commit(args.base)})", "runtime": args.runtime,
+           "runtime_base": args.runtime_base or args.runtime, "comparison": report}
+    harness.write(args.out, provenance.record(out), echo=False)
 
 
 if __name__ == "__main__":

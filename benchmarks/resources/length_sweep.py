@@ -42,8 +42,11 @@ import time
 import types
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing zhner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
+REPO = harness.REPO
 LENGTHS = [100, 200, 400, 700, 1000, 1500, 3000]
 
 
@@ -201,7 +204,7 @@ def _label(row: dict) -> str:
 def write_outputs(result: dict, out: Path) -> None:
     from zhner.fileio import atomic_open, atomic_write_text
 
-    atomic_write_text(out / "length_sweep.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    harness.write(out / "length_sweep.json", result, echo=False)
     rows = result["rows"] + result["extra_rows"]
     lines = [
         "| model | mode | length | lexicon words | peak MB | seconds / sentence | status |",
@@ -272,6 +275,7 @@ def main() -> None:
     from zhner.cli import resolve_config
     from zhner.config import load_config
 
+    provenance = harness.Run()
     featurizer, batches = build_batches(args.lengths)
     rows, extra_rows = [], []
     runs = [(name, None) for name in args.configs]
@@ -291,17 +295,15 @@ def main() -> None:
                 failed = failed or point["status"] != "ok"
                 (extra_rows if variant else rows).append(row | point)
                 print(json.dumps(row | point), file=sys.stderr, flush=True)
-    result = {
+    result = provenance.record({
         "rows": rows,
         "extra_rows": extra_rows,
-        "command": "python benchmarks/resources/length_sweep.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, one torch thread",
         "text": "MSRA test sentences concatenated in file order, cut at each length; jieba lexicon (>= 2 characters)",
         "cap_mb": args.cap_mb,
         "notes": "train = forward + backward of the CRF loss; infer = no_grad emissions + Viterbi; batch 1; fresh process "
         "per point; peak_mb = VmHWM after the step - VmRSS before it (VmHWM reset before the step); seconds = median step time",
-    }
+    })
     args.out.mkdir(parents=True, exist_ok=True)
     write_outputs(result, args.out)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -44,11 +42,11 @@ def main() -> None:
     parser.add_argument("-m", "--model", required=True)
     parser.add_argument("--megabytes", type=float, default=1024.0)
     parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "predict_memory.json"))
-    parser.add_argument("--note", default="")
+    harness.output_options(parser, "predict_memory.json")
     args = parser.parse_args()
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    provenance = harness.Run()
+    env = harness.tree_env(REPO)
     proc = subprocess.Popen(
         [sys.executable, "-m", "zhner.cli", "predict", "-m", args.model, "-"],
         cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -98,9 +96,8 @@ def main() -> None:
         raise SystemExit(f"zhner predict failed ({rc}): {proc.stderr.read().decode()[-2000:]}")
     assert counts["records"] == lines_in, (counts, lines_in)
     early = [rss for t, rss in samples if t >= 0.1 * elapsed][:3]
-    report = {
+    report = provenance.record({
         "benchmark": "predict_memory",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": args.model,
         "input": "pipe of numbered Resume/MSRA test sentences; every 50th line a 3,000-character document",
         "lines": lines_in,
@@ -112,11 +109,8 @@ def main() -> None:
         "rss_mb_max": max(r for _, r in samples) if samples else None,
         "rss_samples": samples[:: max(1, len(samples) // 60)],
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    from zhner.fileio import atomic_write_text
-
-    atomic_write_text(args.output, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    })
+    harness.write(args.output, report, echo=False)
     print(json.dumps({k: v for k, v in report.items() if k != "rss_samples"}, ensure_ascii=False))
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -73,11 +71,10 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "runtime_onnx.json"))
-    parser.add_argument("--note", default="")
+    harness.output_options(parser, "runtime_onnx.json")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    load_before = os.getloadavg()
+    env = harness.tree_env(REPO)
+    provenance = harness.Run()
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "model"
         shutil.copytree(REPO / "zhner" / "resources" / "default_model", directory)
@@ -90,9 +87,7 @@ def main() -> None:
             runs["cli_onnx"].append(cli("onnx", directory, env))
         texts_file = Path(tmp) / "texts.json"
         harness.use_checkout()
-        from zhner.data.registry import load_dataset
-
-        texts = [s.text for s in load_dataset("resume")["test"].sentences]
+        texts = harness.split_texts("resume")
         texts_file.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
         speed = {}
         for kind in ("torch", "onnx"):
@@ -101,7 +96,6 @@ def main() -> None:
             speed[kind] = json.loads(out.stdout)
     result = {
         "benchmark": "runtime_onnx",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model": "zhner/resources/default_model (FLAT, exported with zhner export)",
         "sentence": SENTENCE,
         "runs": args.runs,
@@ -109,7 +103,7 @@ def main() -> None:
         "resume_test_sentences_per_cpu_s": {k: round(v["sentences_per_cpu_s"], 1) for k, v in speed.items()},
         "resume_test_same_entities": speed["torch"]["entities"] == speed["onnx"]["entities"],
     }
-    write_result(result, load_before, args.note, args.output)
+    write_result(provenance, result, args.note, args.output)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -21,7 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+REPO = harness.REPO
 
 PHASES = r"""
 import json, time
@@ -47,10 +48,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", default=str(REPO), help="the checkout to measure")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "startup.json"))
-    parser.add_argument("--note", default="")
+    harness.output_options(parser, "startup.json")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=args.repo, OMP_NUM_THREADS="1")
+    provenance = harness.Run(repo=Path(args.repo))
+    env = harness.tree_env(Path(args.repo))
     with tempfile.TemporaryDirectory() as tmp:
         line = Path(tmp) / "one.txt"
         line.write_text("张三毕业于北京大学。\n", encoding="utf-8")
@@ -64,17 +65,15 @@ def main() -> None:
     for _ in range(args.runs):
         out = subprocess.run([sys.executable, "-c", PHASES], cwd=args.repo, env=env, check=True, capture_output=True, text=True)
         phases.append(json.loads(out.stdout))
-    result = {
+    result = provenance.record({
         "benchmark": "startup",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "repo": args.repo,
         "predict_one_line_wall_s": {"best": round(min(walls), 2), "median": round(statistics.median(walls), 2)},
         "phases_median_s": {k: round(statistics.median(p[k] for p in phases), 2) for k in phases[0]},
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    })
     print(json.dumps(result, ensure_ascii=False))
-    Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    harness.write(args.output, result, echo=False)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+REPO = harness.REPO
 
 
 def training(run: Path, args: argparse.Namespace, stderr: Path) -> subprocess.Popen:
@@ -118,19 +121,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--sentences", type=int, default=300, help="Resume training sentences per run")
     parser.add_argument("--pause-ms", type=float, default=0.0, help="between two loads")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "load_race.json")
+    parser.add_argument("--out", type=Path, default=harness.RESULTS / "load_race.json")
     args = parser.parse_args()
+    provenance = harness.Run()
     with tempfile.TemporaryDirectory(prefix="zhner-load-race-") as tmp:
         result = race(args, Path(tmp))
     result |= {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/service/load_race.py " + " ".join(sys.argv[1:]),
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
+    result = provenance.record(result)
     print(json.dumps(result, indent=1, ensure_ascii=False))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        harness.write(args.out, result, echo=False, indent=1)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,6 @@ import asyncio
 import itertools
 import json
 import os
-import platform
-import shlex
 import socket
 import statistics
 import subprocess
@@ -63,7 +61,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_server(model_dir: str, port: int, extra: list[str]) -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    env = harness.tree_env(REPO)
     cmd = [sys.executable, "-m", "zhner.cli", "serve", "-m", model_dir, "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -256,8 +254,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="duration of each concurrency level")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load at the highest level before measuring")
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "load_test.json"))
-    parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
+    harness.output_options(parser, "load_test.json")
     parser.add_argument("--serve-args", default="", help="extra options for zhner serve, e.g. '--batch-wait-ms 5'")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="`zhner serve --workers`: one run per value")
     parser.add_argument("--long-clients", type=int, nargs="+", default=[0],
@@ -265,30 +262,26 @@ def main() -> None:
     parser.add_argument("--long-chars", type=int, default=20_000, help="characters of each long text")
     args = parser.parse_args()
 
+    provenance = harness.Run()
     sentences = test_sentences()
     long = long_text(args.long_chars) if any(args.long_clients) else ""
     runs = [measure_run(args, sentences, long, w, n) for n in args.long_clients for w in args.workers]
     health = runs[0].pop("health")
     for run in runs[1:]:
         run.pop("health")
-    report = {
+    report = provenance.record({
         "benchmark": "load_test",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": str(args.model),
         "model": health["model"],
         "dataset": health["dataset"],
         "limits": health["limits"],
         "sentences": f"{len(sentences)} test sentences of Resume and MSRA, alternating (mean {statistics.fmean(map(len, sentences)):.1f} chars)",
         **(runs[0] if len(runs) == 1 else {"runs": runs}),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}",
+        "machine": harness.machine(),
         "threads": "server: one torch thread per worker (OMP_NUM_THREADS=1); clients: one asyncio process (raw HTTP/1.1 keep-alive) on the same machine",
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    from zhner.fileio import atomic_write_text
-
-    atomic_write_text(args.output, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    })
+    harness.write(args.output, report, echo=False)
     print(f"wrote {args.output}")
 
 

@@ -13,25 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+from harness import load_average  # noqa: E402
 
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+harness.use_checkout()
 
 
 def write_input(path: Path, count: int) -> int:
-    from zhner.data.registry import load_dataset
-
-    texts = [s.text for s in load_dataset("msra")["train"].sentences[:count]]
+    texts = harness.split_texts("msra", "train", count)
     path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     return len(texts)
 
@@ -69,9 +64,9 @@ def main() -> None:
     parser.add_argument("-m", "--model", default="zhner/resources/default_model")
     parser.add_argument("--sentences", type=int, default=20_000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "ray_predict.json"))
-    parser.add_argument("--note", default="")
+    harness.output_options(parser, "ray_predict.json")
     args = parser.parse_args()
+    provenance = harness.Run()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -80,7 +75,6 @@ def main() -> None:
         source = Path(tmp) / "input.txt"
         n = write_input(source, args.sentences)
         runs = []
-        load_before = load_average()
         local = run_local(args.model, source, Path(tmp) / "local.jsonl")
         local["load_average_after"] = load_average()
         runs.append(local)
@@ -97,21 +91,16 @@ def main() -> None:
         run["sentences_per_s"] = round(n / run["total_s"], 1)
         busy = run.get("tag_s") or run.get("job_s")
         run["sentences_per_s_without_start"] = round(n / busy, 1)  # ray: the job still includes the actors' model load
-    report = {
+    report = provenance.record({
         "benchmark": "ray_predict",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": args.model,
         "input": f"the first {n} sentences of MSRA train, a text file of one per line",
         "runs": runs,
-        "load_average_before": load_before,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}",
+        "machine": harness.machine(),
         "threads": "one torch thread per process (OMP_NUM_THREADS=1); Ray: one CPU per actor plus one for the read tasks",
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    from zhner.fileio import atomic_write_text
-
-    atomic_write_text(args.output, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    })
+    harness.write(args.output, report, echo=False)
     print(f"wrote {args.output}")
 
 

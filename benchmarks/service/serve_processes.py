@@ -16,7 +16,6 @@ on a busy machine the times stretch.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import signal
@@ -135,13 +134,12 @@ def main() -> None:
     parser.add_argument("-m", "--model", default="zh-small")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "serve_processes.json")
+    parser.add_argument("--output", type=Path, default=harness.RESULTS / "serve_processes.json")
     args = parser.parse_args()
+    provenance = harness.Run()
     runs = [measure(args.model, n, args.requests) for n in args.workers]
     report = {"model": args.model, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "runs": runs}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    harness.write(args.output, provenance.record(report))
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
@@ -27,46 +25,33 @@ import harness  # noqa: E402
 REPO, RESULTS = harness.REPO, harness.RESULTS
 
 
-def forget_features(tagger) -> None:
-    """Empty a LAC field's memo (any version's) before a pass: each pass meets its texts cold, as a service meets new
-    text (before issue 47 the memo held 10^6 characters, so a second pass over a test set skipped LAC's BiGRU)."""
-    fields = getattr(getattr(tagger, "featurizer", None), "fields", {})
-    lac = fields.get("lac") if isinstance(fields, dict) else None
-    if lac is not None and hasattr(lac, "_memo"):
-        lac._memo.clear()
-        for counter in ("_memo_chars", "_memo_bytes"):
-            if hasattr(lac, counter):
-                setattr(lac, counter, 0)
-
-
 def worker(model: str, dataset: str, sentences: int | None, batch: int, runtime: str, confidence: str) -> None:
     """Load, then answer each line of stdin with the CPU seconds of one tagging pass."""
-    import torch
-
     import zhner
-    from zhner.data.registry import load_dataset
 
-    torch.set_num_threads(1)
-    texts = [ex.text for ex in load_dataset(dataset)["test"]][:sentences]
+    texts = harness.split_texts(dataset, "test", sentences)
     scores = {"on": True, "off": False, "default": None}[confidence]
     if runtime == "onnx":
+        import torch
+
         from zhner.export import cache_graph
         from zhner.runtime import load_runtime
 
+        torch.set_num_threads(1)
         cache_graph(model)  # exported into the cache on first use, before any timing
         tagger = load_runtime(model)
         with_scores = tagger.has_crf if scores is None else scores  # the default as Tagger's: scores with a CRF
         run = lambda: tagger.predict(texts, batch_size=batch, confidence=with_scores)  # noqa: E731
     else:
-        tagger = zhner.load(model)
+        tagger = harness.load(model)
         run = lambda: tagger.predict(texts, batch_size=batch, confidence=scores)  # noqa: E731
     tagger.predict(texts[:64])  # warm-up
     print(json.dumps({"ready": zhner.__file__, "sentences": len(texts)}), flush=True)
     for _ in sys.stdin:
-        forget_features(tagger)
-        start = time.process_time()
-        run()
-        print(json.dumps({"cpu_s": time.process_time() - start}), flush=True)
+        harness.forget_features(tagger)
+        with harness.clocked() as clock:
+            run()
+        print(json.dumps({"cpu_s": clock.cpu_s}), flush=True)
 
 
 def main() -> None:
@@ -86,7 +71,7 @@ def main() -> None:
     if args.worker:
         worker(args.model, args.dataset, args.sentences, args.batch, args.runtime, args.confidence)
         return
-    load_before = os.getloadavg()
+    provenance = harness.Run()
     with tempfile.TemporaryDirectory() as tmp:
         base_dir = harness.extract(args.base, Path(tmp) / "base")
         workers = {}
@@ -111,20 +96,15 @@ def main() -> None:
             proc.wait()
     n = workers["B"][1]["sentences"]
     best = {side: min(p) for side, p in passes.items()}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    base_commit = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO, capture_output=True, text=True).stdout.strip()
     out = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/ab_speed.py " + " ".join(sys.argv[1:]),
-        "A": f"{args.base} ({base_commit}), {args.runtime_base or args.runtime}", "B": f"this tree ({commit}), {args.runtime}",
+        "A": f"{args.base} ({harness.commit(args.base)}), {args.runtime_base or args.runtime}",
+        "B": f"this tree ({harness.commit()}), {args.runtime}",
         "model": args.model, "dataset": args.dataset, "sentences": n, "batch": args.batch, "confidence": args.confidence,
         "cpu_s_per_pass": {side: [round(x, 3) for x in p] for side, p in passes.items()},
         "sentences_per_cpu_s_best": {side: round(n / t, 1) for side, t in best.items()},
         "speedup_B_over_A": round(best["A"] / best["B"], 3),
-        "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
-    print(json.dumps(out, indent=2))
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    harness.write(args.out, provenance.record(out))
 
 
 if __name__ == "__main__":

@@ -16,16 +16,14 @@ import json
 import platform
 import statistics
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
-from zhner.cli import resolve_config  # noqa: E402
-from zhner.config import load_config  # noqa: E402
-from zhner.train.trainer import prepare  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 
 MODELS = {
     "atssa": ("atssa_resume", []),
@@ -41,7 +39,8 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, default=None, help="write the result as JSON here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    runs = {name: prepare(load_config(resolve_config(cfg), sets), log=lambda _: None) for name, (cfg, sets) in MODELS.items()}
+    provenance = harness.Run()
+    runs = {name: harness.build(cfg, sets) for name, (cfg, sets) in MODELS.items()}
     test = [s.tokens for s in next(iter(runs.values())).splits["test"].sentences]
     times: dict[str, list[float]] = {f"{name}_b{bs}": [] for name in runs for bs in args.batch}
     for name, run in runs.items():  # warm-up pass
@@ -49,13 +48,11 @@ def main() -> None:
     for _ in range(args.repeats):
         for bs in args.batch:
             for name, run in runs.items():
-                t0 = time.perf_counter()
-                run.tagger.tag(test, batch_size=bs)
-                times[f"{name}_b{bs}"].append(time.perf_counter() - t0)
+                with harness.clocked() as clock:
+                    run.tagger.tag(test, batch_size=bs)
+                times[f"{name}_b{bs}"].append(clock.wall_s)
     result = {
         "what": "inference sentences/s on the Resume test set (random weights, shipped configs), median over repeats",
-        "command": "python benchmarks/speed/atssa_speed.py " + " ".join(sys.argv[1:]),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, torch {torch.__version__}, 1 thread",
         "sentences": len(test),
         "repeats": args.repeats,
@@ -72,10 +69,11 @@ def main() -> None:
         sps = result["sentences_per_s"]
         result[f"atssa_vs_flat_b{bs}"] = round(sps[f"atssa_b{bs}"] / sps[f"flat_b{bs}"] - 1, 3)
         result[f"atssa_vs_-SSA_b{bs}"] = round(sps[f"atssa_b{bs}"] / sps[f"atssa_-SSA_b{bs}"] - 1, 3)
-    text = json.dumps(result, indent=2)
-    print(text)
+    result = provenance.record(result)
     if args.output:
-        args.output.write_text(text + "\n", encoding="utf-8")
+        harness.write(args.output, result)
+    else:
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -8,26 +8,22 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 from zhner.data.schemes import all_tags  # noqa: E402
 from zhner.nn.crf import CRF, allowed_transitions  # noqa: E402
 
 
 def median_ms(fn: Callable[[], object], repeats: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
+    clocks, _ = harness.repeated(fn, repeats, warmup)
+    return 1000 * statistics.median(clock.wall_s for clock in clocks)
 
 
 def main() -> None:

@@ -15,30 +15,28 @@ import json
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 from zhner.bench import _timed_loop  # noqa: E402
-from zhner.cli import resolve_config  # noqa: E402
-from zhner.config import load_config  # noqa: E402
 from zhner.data.batching import length_batches  # noqa: E402
 from zhner.export import OnnxTagger, export_onnx  # noqa: E402
-from zhner.fileio import atomic_write_text  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
-from zhner.train.trainer import prepare  # noqa: E402
 
 
 def measure(name: str, seconds: float) -> dict:
-    run = prepare(load_config(resolve_config(name)), log=lambda _: None)
+    run = harness.build(name)
     test = [s.tokens for s in run.splits["test"]]
     with tempfile.TemporaryDirectory() as tmp:
         run.tagger.save(tmp)
-        t0 = time.perf_counter()
-        export_onnx(run.tagger, Path(tmp) / "model.onnx")
-        export_s = time.perf_counter() - t0
+        with harness.clocked() as clock:
+            export_onnx(run.tagger, Path(tmp) / "model.onnx")
+        export_s = clock.wall_s
         taggers = {"pytorch": Tagger.load(tmp), "onnx": OnnxTagger.load(tmp, threads=1)}
         result = {"config": name, "export_seconds": round(export_s, 1),
                   "onnx_bytes": (Path(tmp) / "model.onnx").stat().st_size}
@@ -58,6 +56,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "export_speed.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    provenance = harness.Run()
     rows = []
     for name in args.configs:
         rows.append(measure(name, args.seconds))
@@ -65,16 +64,14 @@ def main() -> None:
     import onnxruntime
 
     record = {
-        "command": "python benchmarks/speed/export_speed.py " + " ".join(sys.argv[1:]),
         "threads": 1,
         "torch": torch.__version__,
         "onnxruntime": onnxruntime.__version__,
         "exporter": "torch.onnx.export(dynamo=True), opset 18",
         "machine": platform.processor() or platform.machine(),
-        "measured": time.strftime("%Y-%m-%d"),
         "results": rows,
     }
-    atomic_write_text(args.out, json.dumps(record, indent=2) + "\n")
+    harness.write(args.out, provenance.record(record), echo=False)
 
 
 if __name__ == "__main__":

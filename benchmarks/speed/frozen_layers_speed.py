@@ -11,10 +11,7 @@ else on the machine (the figures move with load, which the result records).
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
@@ -22,14 +19,12 @@ import harness  # noqa: E402
 
 
 def passes(config_name: str, frozen: int, sentences: int) -> dict:
-    from zhner.cli import resolve_config
-    from zhner.config import load_config
     from zhner.data.batching import length_batches
-    from zhner.train.trainer import make_optimizer, prepare, train_step
+    from zhner.train.trainer import make_optimizer, train_step
 
     overrides = [f"data.max_train_sentences={sentences}", "data.max_eval_sentences=8",
                  f"model.bert_frozen_layers={frozen}"]
-    run = prepare(load_config(resolve_config(config_name), overrides), log=lambda _: None)
+    run = harness.build(config_name, overrides)
     model, tc = run.tagger.model, run.config.train
     items = [run.featurizer.encode(s) for s in run.splits["train"]]
     order = length_batches([it["n"] for it in items], tc.batch_size, shuffle=True, seed=0, max_cells=tc.max_batch_cells)
@@ -38,10 +33,10 @@ def passes(config_name: str, frozen: int, sentences: int) -> dict:
     model.train()
     out = {"frozen_layers": frozen, "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     for name in ("first_pass", "later_pass"):
-        start = time.perf_counter()
-        for batch in batches:
-            train_step(model, optimizer, batch, tc)
-        out[f"{name}_sentences_per_s"] = round(len(items) / (time.perf_counter() - start), 1)
+        with harness.clocked() as clock:
+            for batch in batches:
+                train_step(model, optimizer, batch, tc)
+        out[f"{name}_sentences_per_s"] = round(len(items) / clock.wall_s, 1)
     return out
 
 
@@ -61,18 +56,16 @@ def main() -> None:
     parser.add_argument("--config", default="bert_e5_resume")
     parser.add_argument("--layers", type=int, nargs="+", default=[0, 6, 9])
     parser.add_argument("--sentences", type=int, default=200)
-    parser.add_argument("-o", "--output", default="benchmarks/results/frozen_layers_speed.json")
-    parser.add_argument("--note", default="", help="the machine's conditions, recorded with the result")
+    harness.output_options(parser, "frozen_layers_speed.json")
     args = parser.parse_args()
     harness.use_checkout()
     import torch
 
     torch.set_num_threads(1)
-    load = os.getloadavg()
+    provenance = harness.Run()
     rows = [passes(args.config, k, args.sentences) for k in args.layers]
-    result = {"config": args.config, "train_sentences": args.sentences, "rows": rows,
-              "command": shlex.join(["python", "benchmarks/speed/frozen_layers_speed.py", *sys.argv[1:]])}
-    harness.write_result(result, load, args.note, args.output)
+    harness.write_result(provenance, {"config": args.config, "train_sentences": args.sentences, "rows": rows}, args.note,
+                         args.output)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ Reports the best of `repeats` timings; both methods must return the same matches
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 from zhner.data.corpus import read_corpus  # noqa: E402
 from zhner.data.registry import find_file  # noqa: E402
 from zhner.lexicon.lexicon import Lexicon  # noqa: E402
@@ -30,12 +31,8 @@ def naive_match(text: str, words: set[str], min_len: int, max_len: int) -> list[
 
 
 def best_of(repeats: int, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
+    clocks, result = harness.repeated(fn, repeats)
+    return min(clock.wall_s for clock in clocks), result
 
 
 def main() -> None:
@@ -43,15 +40,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this file")
     args = parser.parse_args()
+    provenance = harness.Run()
     texts = [s.text for name, split in SPLITS for s in read_corpus(find_file(name, split)).sentences]
     n_chars = sum(map(len, texts))
 
-    t0 = time.perf_counter()
-    lexicon = Lexicon.from_jieba()
-    load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    lexicon._get_automaton()  # built lazily on the first match; time it on its own
-    build_s = time.perf_counter() - t0
+    with harness.clocked() as load:
+        lexicon = Lexicon.from_jieba()
+    with harness.clocked() as build:
+        lexicon._get_automaton()  # built lazily on the first match; time it on its own
+    load_s, build_s = load.wall_s, build.wall_s
 
     ac_s, ac = best_of(args.repeats, lambda: lexicon.match_many(texts))
     words, max_len = set(lexicon.words), lexicon.max_len
@@ -82,8 +79,7 @@ def main() -> None:
         print(f"{name:>13}: {r['seconds']:.3f} s  {r['sentences_per_s']:>9,.0f} sentences/s  {r['chars_per_s']:>11,.0f} chars/s")
     print(f"speedup: {results['speedup']:.1f}x (identical matches)")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        harness.write(args.json, provenance.record(results), echo=False)
 
 
 if __name__ == "__main__":

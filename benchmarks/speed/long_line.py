@@ -14,10 +14,8 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
@@ -41,9 +39,9 @@ def timed(tagger: Tagger, lines: list[str], repeats: int) -> tuple[float, list[d
         source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         best = float("inf")
         for _ in range(repeats):
-            start = time.process_time()
-            predict_stream(tagger, str(source), output)
-            best = min(best, time.process_time() - start)
+            with harness.clocked() as clock:
+                predict_stream(tagger, str(source), output)
+            best = min(best, clock.cpu_s)
             records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
             output.unlink()
     return best, records
@@ -54,9 +52,9 @@ def main() -> None:
     parser.add_argument("-m", "--model", default=None, help="model directory (default: the shipped model)")
     parser.add_argument("--chars", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "long_line.json"))
-    parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
+    harness.output_options(parser, "long_line.json")
     args = parser.parse_args()
+    provenance = harness.Run()
     tagger = Tagger.load(args.model or default_model_dir())
     text = harness.long_text(args.chars).replace("\n", "")  # one line (MSRA test sentences hold no line breaks)
     parts = sentences(text)
@@ -68,7 +66,6 @@ def main() -> None:
         offset += len(part)
     result = {
         "benchmark": "long_line",
-        "command": shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "model_dir": str(args.model or "the shipped model"),
         "chars": len(text),
         "sentences": len(parts),
@@ -80,12 +77,10 @@ def main() -> None:
         "entities": len(one["entities"]),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {os.environ.get('OMP_NUM_THREADS', 'default')}",
         "note": args.note,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
+    result = provenance.record(result)
     print(json.dumps(result, ensure_ascii=False))
-    from zhner.fileio import atomic_write_text
-
-    atomic_write_text(args.output, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    harness.write(args.output, result, echo=False)
 
 
 if __name__ == "__main__":

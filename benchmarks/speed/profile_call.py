@@ -13,17 +13,16 @@ commit and machine load).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-RESULTS = REPO / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+import harness  # noqa: E402
+
+harness.use_checkout()
 
 # (label, depth, owner, attribute): owner is "module:object" whose attribute is wrapped
 STAGES = [
@@ -88,45 +87,29 @@ def install(timers: Timers) -> None:
             setattr(target, attr, timers.wrap(label, original))
 
 
-def machine() -> dict:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                                text=True).stdout.strip())
-    return {"commit": commit + ("+dirty" if dirty else ""), "loadavg": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count(), "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["zh-small", "zh-accurate"])
     parser.add_argument("--batches", nargs="+", type=int, default=[32, 1])
     parser.add_argument("--dataset", default="msra")
     parser.add_argument("--limit", type=int, default=None, help="first N test sentences (default all)")
-    parser.add_argument("--out", default=str(RESULTS / "profile_call.json"))
+    parser.add_argument("--out", default=str(harness.RESULTS / "profile_call.json"))
     args = parser.parse_args()
-    import torch
-
-    import zhner
-    from zhner.data.registry import load_dataset
-
-    torch.set_num_threads(1)
-    texts = [ex.text for ex in load_dataset(args.dataset)["test"]][: args.limit]
+    texts = harness.split_texts(args.dataset, "test", args.limit)
     timers = Timers()
     install(timers)
     rows = {}
-    load_start = os.getloadavg()
+    provenance = harness.Run()
     for name in args.models:
-        tagger = zhner.load(name)
+        tagger = harness.load(name)
         tagger.predict(texts[:64])  # warm-up: the automaton, LAC's weights, the allocator
         for batch in args.batches:
-            if hasattr(tagger.featurizer.fields.get("lac"), "_memo"):  # a cold LAC memo: each run computes its features
-                tagger.featurizer.fields["lac"]._memo.clear()
-                tagger.featurizer.fields["lac"]._memo_bytes = 0
+            harness.forget_features(tagger)  # a cold LAC memo: each run computes its features
             timers.seconds.clear()
             timers.calls.clear()
-            start = time.process_time()
-            tagger.predict(texts, batch_size=batch)
-            total = time.process_time() - start
+            with harness.clocked() as clock:
+                tagger.predict(texts, batch_size=batch)
+            total = clock.cpu_s
             table = {"total": {"ms_per_sentence": round(1000 * total / len(texts), 4), "share": 1.0}}
             for label, depth, _, _ in STAGES:
                 if label in timers.seconds:
@@ -138,12 +121,9 @@ def main() -> None:
             for label, row in table.items():
                 indent = "  " * row.get("depth", 0)
                 print(f"  {indent + label:<46} {row['ms_per_sentence']:8.3f} ms  {100 * row['share']:5.1f}%")
-    info = machine()
-    info["loadavg_start"] = [round(x, 2) for x in load_start]
-    out = {"command": "OMP_NUM_THREADS=1 python " + " ".join(["benchmarks/speed/profile_call.py", *sys.argv[1:]]),
-           "dataset": args.dataset, "sentences": len(texts), "threads": 1, "machine": info, "runs": rows}
-    Path(args.out).write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nwrote {args.out} (load {info['loadavg']})")
+    out = provenance.record({"dataset": args.dataset, "sentences": len(texts), "threads": 1, "cpus": os.cpu_count(), "runs": rows})
+    harness.write(args.out, out, echo=False)
+    print(f"\nwrote {args.out} (load {out['load']['after']})")
 
 
 if __name__ == "__main__":

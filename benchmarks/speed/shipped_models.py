@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -133,20 +131,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="shipped names or model directories")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "shipped_models.json"))
-    parser.add_argument("--note", default="")
+    harness.output_options(parser, "shipped_models.json")
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    load_before = os.getloadavg()
+    env = harness.tree_env(REPO)
+    provenance = harness.Run()
     harness.use_checkout()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(name, Path(tmp), env, args.runs) for name in args.models]
     result = {
         "benchmark": "shipped_models",
-        "command": shlex.join(["OMP_NUM_THREADS=1", "python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "rows": rows,
     }
-    write_result(result, load_before, args.note, args.output)
+    write_result(provenance, result, args.note, args.output)
 
 
 if __name__ == "__main__":
