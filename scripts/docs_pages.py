@@ -29,6 +29,7 @@ def _benchmark(script: str) -> ModuleType:
     are not a package."""
     spec = importlib.util.spec_from_file_location(f"_docs_{script.replace('/', '_')}", REPO / "benchmarks" / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -309,6 +310,13 @@ def lac_pairs() -> str:
     return _benchmark("accuracy/lac_pairs").table(_result("lac", "pairs")) + _source("lac_pairs.json")
 
 
+def results_index() -> str:
+    """Every results file with what makes it and whether it is current: benchmarks/index.py's tables, made from the
+    folder when the site is built (benchmarks/results/INDEX.md is the same, committed)."""
+    index = _benchmark("index")
+    return index.body(index.entries(), "###")
+
+
 def cli_reference() -> str:
     """`zhner --help` and the --help of every command, as the installed CLI prints them (plain text, 100 columns)."""
     import typer.core
@@ -519,6 +527,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "frozen-layers-speed": frozen_layers_speed,
     "lac-check": lac_check,
     "lac-pairs": lac_pairs,
+    "results-index": results_index,
     "cli-reference": cli_reference,
     "config-reference": config_reference,
     "openapi": openapi_reference,
