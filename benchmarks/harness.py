@@ -69,17 +69,19 @@ def utc_now() -> str:
 
 class Run:
     """One run of a benchmark: its command and the machine's load when it starts (make it before measuring); `record`
-    puts them beside the figures with the commit measured and the load at the end. Timings on a shared machine move
-    with its load, so every results file says what the load was."""
+    puts them beside the figures with the note (what else ran: --note), the commit measured and the load at the end.
+    Timings on a shared machine move with its load, so every results file says what the load was."""
 
-    def __init__(self, repo: Path = REPO):
-        self.repo = repo
+    def __init__(self, repo: Path = REPO, note: str | None = None):
+        self.repo, self.note = repo, note
         self.command = command_line()
         self.load_before = load_average()
 
     def record(self, result: dict) -> dict:
-        """{"command", **result, "commit", "load": {"before", "after"} (1, 5, 15-minute averages), "date"}."""
-        return {"command": self.command, **result, "commit": commit(repo=self.repo),
+        """{"command", **result, "note" (when given), "commit", "load": {"before", "after"} (1, 5, 15-minute
+        averages), "date"}."""
+        note = {} if self.note is None else {"note": self.note}
+        return {"command": self.command, **result, **note, "commit": commit(repo=self.repo),
                 "load": {"before": self.load_before, "after": load_average()}, "date": utc_now()}
 
 
@@ -96,15 +98,15 @@ def machine() -> str:
 
 
 def write(path: str | Path, result: dict, echo: bool = True, indent: int = 2) -> None:
-    """`result` as JSON at `path` (UTF-8, written whole: a reader never sees half a file), and on stdout when `echo`."""
+    """`result` as JSON at `path` (UTF-8, written whole: a reader never sees half a file); on stdout the JSON when
+    `echo`, else where it went."""
     text = json.dumps(result, indent=indent, ensure_ascii=False) + "\n"
-    if echo:
-        print(text, end="", flush=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
+    print(text if echo else f"wrote {path}", end="" if echo else "\n", flush=True)
 
 
 # -- the clock --------------------------------------------------------------------------------------------------------
@@ -218,6 +220,13 @@ def extract(revision: str, into: Path) -> Path:
     return into
 
 
+def two_trees(base: str, into: Path, runtimes: tuple[str, str]) -> list[tuple[Path, str, dict[str, str]]]:
+    """The revision `base` extracted into `into`/base, and this checkout: for each, base first, its root, how it tags
+    (its entry of `runtimes`) and the environment of a process that runs its zhner."""
+    roots = (extract(base, into / "base"), REPO)
+    return [(root, runtime, tree_env(root)) for root, runtime in zip(roots, runtimes)]
+
+
 def tree_env(root: Path) -> dict[str, str]:
     """The environment of a process that imports zhner from `root`, one thread, finding the corpora as this tree does
     (a tree extracted elsewhere has no shared/data beside it)."""
@@ -288,7 +297,7 @@ def first_answer(kind: str, directory: Path, env: dict) -> dict:
             "torch_imported": result["torch_imported"]}
 
 
-def write_result(run: Run, result: dict, note: str, output: str | Path) -> None:
+def write_result(run: Run, result: dict, output: str | Path) -> None:
     """`result` recorded by `run`, with the conditions every cold-start and throughput figure needs (one thread, the
-    cores, what else ran: `note`), printed and written to `output` as JSON."""
-    write(output, run.record(result | {"threads": 1, "cpus": os.cpu_count(), "note": note}))
+    cores), printed and written to `output` as JSON."""
+    write(output, run.record(result | {"threads": 1, "cpus": os.cpu_count()}))

@@ -112,6 +112,8 @@ def test_a_run_records_its_command_commit_and_load(harness, tmp_path, monkeypatc
     assert len(record["load"]["before"]) == len(record["load"]["after"]) == 3
     assert [p.name for p in out.parent.iterdir()] == ["r.json"]  # written whole, no partial file left
     assert harness.commit(repo=tmp_path) == "unknown"  # not a git checkout
+    noted = harness.Run(note="two trainings beside it").record({"rows": []})
+    assert list(noted)[:3] == ["command", "rows", "note"] and noted["note"] == "two trainings beside it"
 
 
 def test_repeated_times_each_call_after_the_warmup(harness):

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import harness  # noqa: E402
 
-REPO, RESULTS = harness.REPO, harness.RESULTS
+RESULTS = harness.RESULTS
 
 
 def tag(models: list[str], per_corpus: int, runtime: str, batch: int) -> dict:
@@ -68,11 +68,11 @@ def main() -> None:
         return
     provenance = harness.Run()
     with tempfile.TemporaryDirectory() as tmp:
-        base_dir = harness.extract(args.base, Path(tmp) / "base")
         results = {}
-        for side, root, runtime in (("base", base_dir, args.runtime_base or args.runtime), ("this", REPO, args.runtime)):
+        trees = harness.two_trees(args.base, Path(tmp), (args.runtime_base or args.runtime, args.runtime))
+        base_dir = trees[0][0]
+        for side, (root, runtime, env) in zip(("base", "this"), trees):
             path = Path(tmp) / f"{side}.json"
-            env = harness.tree_env(root)
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--tag-only", str(path),
                             "--models", *args.models, "--sentences", str(args.sentences), "--batch", str(args.batch),
                             "--runtime", runtime], env=env, check=True, cwd=root)

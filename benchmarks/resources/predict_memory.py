@@ -45,7 +45,7 @@ def main() -> None:
     harness.output_options(parser, "predict_memory.json")
     args = parser.parse_args()
 
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     env = harness.tree_env(REPO)
     proc = subprocess.Popen(
         [sys.executable, "-m", "zhner.cli", "predict", "-m", args.model, "-"],
@@ -108,7 +108,6 @@ def main() -> None:
         "rss_mb_end": samples[-1][1] if samples else None,
         "rss_mb_max": max(r for _, r in samples) if samples else None,
         "rss_samples": samples[:: max(1, len(samples) // 60)],
-        "note": args.note,
     })
     harness.write(args.output, report, echo=False)
     print(json.dumps({k: v for k, v in report.items() if k != "rss_samples"}, ensure_ascii=False))

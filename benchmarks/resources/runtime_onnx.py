@@ -74,7 +74,7 @@ def main() -> None:
     harness.output_options(parser, "runtime_onnx.json")
     args = parser.parse_args()
     env = harness.tree_env(REPO)
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "model"
         shutil.copytree(REPO / "zhner" / "resources" / "default_model", directory)
@@ -103,7 +103,7 @@ def main() -> None:
         "resume_test_sentences_per_cpu_s": {k: round(v["sentences_per_cpu_s"], 1) for k, v in speed.items()},
         "resume_test_same_entities": speed["torch"]["entities"] == speed["onnx"]["entities"],
     }
-    write_result(provenance, result, args.note, args.output)
+    write_result(provenance, result, args.output)
 
 
 if __name__ == "__main__":

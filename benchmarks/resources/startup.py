@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     harness.output_options(parser, "startup.json")
     args = parser.parse_args()
-    provenance = harness.Run(repo=Path(args.repo))
+    provenance = harness.Run(repo=Path(args.repo), note=args.note)
     env = harness.tree_env(Path(args.repo))
     with tempfile.TemporaryDirectory() as tmp:
         line = Path(tmp) / "one.txt"
@@ -70,7 +70,6 @@ def main() -> None:
         "repo": args.repo,
         "predict_one_line_wall_s": {"best": round(min(walls), 2), "median": round(statistics.median(walls), 2)},
         "phases_median_s": {k: round(statistics.median(p[k] for p in phases), 2) for k in phases[0]},
-        "note": args.note,
     })
     print(json.dumps(result, ensure_ascii=False))
     harness.write(args.output, result, echo=False)

@@ -262,7 +262,7 @@ def main() -> None:
     parser.add_argument("--long-chars", type=int, default=20_000, help="characters of each long text")
     args = parser.parse_args()
 
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     sentences = test_sentences()
     long = long_text(args.long_chars) if any(args.long_clients) else ""
     runs = [measure_run(args, sentences, long, w, n) for n in args.long_clients for w in args.workers]
@@ -279,10 +279,8 @@ def main() -> None:
         **(runs[0] if len(runs) == 1 else {"runs": runs}),
         "machine": harness.machine(),
         "threads": "server: one torch thread per worker (OMP_NUM_THREADS=1); clients: one asyncio process (raw HTTP/1.1 keep-alive) on the same machine",
-        "note": args.note,
     })
     harness.write(args.output, report, echo=False)
-    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

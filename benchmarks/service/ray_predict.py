@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     harness.output_options(parser, "ray_predict.json")
     args = parser.parse_args()
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -98,10 +98,8 @@ def main() -> None:
         "runs": runs,
         "machine": harness.machine(),
         "threads": "one torch thread per process (OMP_NUM_THREADS=1); Ray: one CPU per actor plus one for the read tasks",
-        "note": args.note,
     })
     harness.write(args.output, report, echo=False)
-    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import harness  # noqa: E402
 
-REPO, RESULTS = harness.REPO, harness.RESULTS
+RESULTS = harness.RESULTS
 
 
 def worker(model: str, dataset: str, sentences: int | None, batch: int, runtime: str, confidence: str) -> None:
@@ -73,10 +73,9 @@ def main() -> None:
         return
     provenance = harness.Run()
     with tempfile.TemporaryDirectory() as tmp:
-        base_dir = harness.extract(args.base, Path(tmp) / "base")
         workers = {}
-        for side, root, runtime in (("A", base_dir, args.runtime_base or args.runtime), ("B", REPO, args.runtime)):
-            env = harness.tree_env(root)
+        trees = harness.two_trees(args.base, Path(tmp), (args.runtime_base or args.runtime, args.runtime))
+        for side, (root, runtime, env) in zip("AB", trees):
             cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "-m", args.model, "--dataset", args.dataset,
                    "--batch", str(args.batch), "--runtime", runtime, "--confidence", args.confidence]
             if args.sentences:

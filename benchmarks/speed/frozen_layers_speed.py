@@ -62,10 +62,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     rows = [passes(args.config, k, args.sentences) for k in args.layers]
-    harness.write_result(provenance, {"config": args.config, "train_sentences": args.sentences, "rows": rows}, args.note,
-                         args.output)
+    harness.write_result(provenance, {"config": args.config, "train_sentences": args.sentences, "rows": rows}, args.output)
 
 
 if __name__ == "__main__":

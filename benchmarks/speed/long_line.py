@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     harness.output_options(parser, "long_line.json")
     args = parser.parse_args()
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     tagger = Tagger.load(args.model or default_model_dir())
     text = harness.long_text(args.chars).replace("\n", "")  # one line (MSRA test sentences hold no line breaks)
     parts = sentences(text)
@@ -76,7 +76,6 @@ def main() -> None:
         "same_entities": one["entities"] == shifted,
         "entities": len(one["entities"]),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {os.environ.get('OMP_NUM_THREADS', 'default')}",
-        "note": args.note,
     }
     result = provenance.record(result)
     print(json.dumps(result, ensure_ascii=False))

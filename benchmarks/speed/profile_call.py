@@ -122,8 +122,8 @@ def main() -> None:
                 indent = "  " * row.get("depth", 0)
                 print(f"  {indent + label:<46} {row['ms_per_sentence']:8.3f} ms  {100 * row['share']:5.1f}%")
     out = provenance.record({"dataset": args.dataset, "sentences": len(texts), "threads": 1, "cpus": os.cpu_count(), "runs": rows})
+    print()
     harness.write(args.out, out, echo=False)
-    print(f"\nwrote {args.out} (load {out['load']['after']})")
 
 
 if __name__ == "__main__":

@@ -134,7 +134,7 @@ def main() -> None:
     harness.output_options(parser, "shipped_models.json")
     args = parser.parse_args()
     env = harness.tree_env(REPO)
-    provenance = harness.Run()
+    provenance = harness.Run(note=args.note)
     harness.use_checkout()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(name, Path(tmp), env, args.runs) for name in args.models]
@@ -142,7 +142,7 @@ def main() -> None:
         "benchmark": "shipped_models",
         "rows": rows,
     }
-    write_result(provenance, result, args.note, args.output)
+    write_result(provenance, result, args.output)
 
 
 if __name__ == "__main__":
