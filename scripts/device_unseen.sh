@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 50's grid on a lent device machine, within 10 minutes: benchmarks/unseen_pairs.py (FLAT, NFLAT x none / types /
+# Issue 50's grid on a lent device machine, within 10 minutes: benchmarks/accuracy/unseen_pairs.py (FLAT, NFLAT x none / types /
 # replacement / both x Weibo, Resume x seeds 42-44 = 48 trainings), SHORTENED to fit: the configs' `fast` recipes
 # (FLAT: 10 epochs; NFLAT: 20 epochs at batch 2) and a training budget of UNSEEN_MINUTES (default 0.75) minutes per run
 # (train.max_minutes: a run stops at the end of the epoch that passes it, and keeps its best dev epoch), JOBS (default 14)
@@ -36,9 +36,9 @@ ARGS=(--recipe fast --jobs "${JOBS:-14}" --set "train.max_minutes=${UNSEEN_MINUT
       --root "${UNSEEN_ROOT:-runs/unseen_device}" ${UNSEEN_EXTRA:-} --out "$OUT/unseen_pairs_device.json"
       --note "GPU run (scripts/device_unseen.sh): --recipe fast and train.max_minutes=${UNSEEN_MINUTES:-0.75} per run, ${JOBS:-14} runs at once on one GPU: shortened schedules, not the CPU grid's")
 # the trainings get UNSEEN_TIMEOUT seconds (timeout ends the whole process group); then what finished is scored and paired
-timeout "${UNSEEN_TIMEOUT:-450}" $PY benchmarks/unseen_pairs.py "${ARGS[@]}" \
+timeout "${UNSEEN_TIMEOUT:-450}" $PY benchmarks/accuracy/unseen_pairs.py "${ARGS[@]}" \
   || echo "unseen_pairs.py stopped (exit $?): rerun to resume; finished runs are kept"
-timeout 100 $PY benchmarks/unseen_pairs.py "${ARGS[@]}" --no-train || echo "scoring stopped (exit $?)"
+timeout 100 $PY benchmarks/accuracy/unseen_pairs.py "${ARGS[@]}" --no-train || echo "scoring stopped (exit $?)"
 # the run directories' small files (scores, configs, logs; not the weights) beside the results file
 tar -czf "$OUT/unseen_device_runs.tgz" --exclude='*.safetensors' --exclude='checkpoint.pt' --exclude='*.npy' --exclude=lexicon.txt --exclude=vocab.json \
   "${UNSEEN_ROOT:-runs/unseen_device}" 2>/dev/null || true

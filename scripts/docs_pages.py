@@ -24,10 +24,12 @@ MARKER = re.compile(r"^<!-- zhner:generated ([\w:.-]+) -->$", re.MULTILINE)
 
 
 @cache
-def _benchmark(name: str) -> ModuleType:
-    """A script of benchmarks/ as a module (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"_docs_{name}", REPO / "benchmarks" / f"{name}.py")
+def _benchmark(script: str) -> ModuleType:
+    """A script of benchmarks/ as a module, named by its path there without ".py" ("accuracy/findings"): the scripts
+    are not a package."""
+    spec = importlib.util.spec_from_file_location(f"_docs_{script.replace('/', '_')}", REPO / "benchmarks" / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -282,30 +284,37 @@ def speed_table() -> str:
 
 
 def length_sweep() -> str:
-    """benchmarks/length_sweep.py's own Markdown output, as it wrote it."""
+    """benchmarks/resources/length_sweep.py's own Markdown output, as it wrote it."""
     return (RESULTS / "length_sweep.md").read_text(encoding="utf-8").strip() + _source("length_sweep.md")
 
 
 def e5_pairs() -> str:
-    return _benchmark("e5_pairs").table(_result("e5", "pairs")) + _source("e5_pairs.json")
+    return _benchmark("accuracy/e5_pairs").table(_result("e5", "pairs")) + _source("e5_pairs.json")
 
 
 def e5_frozen() -> str:
-    table = _dash_empty(_benchmark("e5_frozen").table(_result("e5", "frozen")),
+    table = _dash_empty(_benchmark("accuracy/e5_frozen").table(_result("e5", "frozen")),
                         "— : the fine-tuned row, which the frozen rows below it are compared with.")
     return table + _source("e5_frozen.json", "<model>_<dataset>_e5_frozen.json")
 
 
 def frozen_layers_speed() -> str:
-    return _benchmark("frozen_layers_speed").table(_result("frozen", "layers_speed")) + _source("frozen_layers_speed.json")
+    return _benchmark("speed/frozen_layers_speed").table(_result("frozen", "layers_speed")) + _source("frozen_layers_speed.json")
 
 
 def lac_check() -> str:
-    return _benchmark("lac_check").table(_result("lac", "check")) + _source("lac_check.json")
+    return _benchmark("accuracy/lac_check").table(_result("lac", "check")) + _source("lac_check.json")
 
 
 def lac_pairs() -> str:
-    return _benchmark("lac_pairs").table(_result("lac", "pairs")) + _source("lac_pairs.json")
+    return _benchmark("accuracy/lac_pairs").table(_result("lac", "pairs")) + _source("lac_pairs.json")
+
+
+def results_index() -> str:
+    """Every results file with what makes it and whether it is current: benchmarks/index.py's tables, made from the
+    folder when the site is built (benchmarks/results/INDEX.md is the same, committed)."""
+    index = _benchmark("index")
+    return index.body(index.entries(), "###")
 
 
 def cli_reference() -> str:
@@ -484,20 +493,14 @@ def config_reference() -> str:
                                 "the code).</small>"
 
 
-class _SpecOnlyTagger:
-    """What create_app reads from a tagger while it builds its routes; the spec does not depend on the model (loading
-    the shipped one would cost the build seconds: jieba's dictionary), and no request is ever served here."""
-
-    task = SimpleNamespace(kind="tagging")
-    featurizer = SimpleNamespace(tags=["O"], scheme="bmes")
-    config = None
-
-
 def openapi_reference() -> str:
     """The service's endpoints from the OpenAPI spec FastAPI builds for the shipped model, and the spec itself."""
-    from zhner.serve.app import create_app
+    from zhner.serve.app import ServedModel, create_app
 
-    spec = create_app(_SpecOnlyTagger()).openapi()
+    # the spec does not depend on the model: a description stands for one (loading the shipped model would cost the
+    # build seconds, jieba's dictionary), and no request is ever served here
+    served = ServedModel(kind="tagging", tags=["O"], scheme="bmes", model="flat", corpora=[])
+    spec = create_app(None, served=served).openapi()
     lines = ["| method | path | what | responses |", "|---|---|---|---|"]
     for path, methods in spec["paths"].items():
         for method, op in methods.items():
@@ -518,6 +521,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "frozen-layers-speed": frozen_layers_speed,
     "lac-check": lac_check,
     "lac-pairs": lac_pairs,
+    "results-index": results_index,
     "cli-reference": cli_reference,
     "config-reference": config_reference,
     "openapi": openapi_reference,
@@ -530,16 +534,16 @@ def part(name: str) -> str:
         return PARTS[name]()
     kind, _, file = name.partition(":")
     if kind == "findings":
-        table = _dash_empty(_plain(_benchmark("findings").table(_result("findings", file))),
+        table = _dash_empty(_plain(_benchmark("accuracy/findings").table(_result("findings", file))),
                             "— in *vs base* and *p*: the base row the others are paired with; in *p* alone: one seed, "
                             "no t-test.")
         return table + _source(f"findings_{file}.json")
     if kind == "ablation":
         path = RESULTS / f"ablation_{file}.json"
         _result("ablation", file)  # a clear error when it is missing
-        return _benchmark("collect_results").ablation_table(path) + _source(path.name)
+        return _benchmark("accuracy/collect_results").ablation_table(path) + _source(path.name)
     if kind == "sweep":
-        return _benchmark("plot_sweep").table(_result("atssa", file.removeprefix("atssa_"))) + _source(f"{file}.json")
+        return _benchmark("accuracy/plot_sweep").table(_result("atssa", file.removeprefix("atssa_"))) + _source(f"{file}.json")
     raise ValueError(f"unknown generated part {name!r} (known: {', '.join(PARTS)}, findings:F, ablation:F, sweep:F)")
 
 

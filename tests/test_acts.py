@@ -344,7 +344,7 @@ def _robustness_module():
 
     from conftest import REPO
 
-    spec = importlib.util.spec_from_file_location("acts_robustness", REPO / "benchmarks" / "acts_robustness.py")
+    spec = importlib.util.spec_from_file_location("acts_robustness", REPO / "benchmarks" / "accuracy" / "acts_robustness.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

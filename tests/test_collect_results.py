@@ -1,4 +1,4 @@
-"""benchmarks/collect_results.py: seeds aggregated with mean and std, recorded seeds merged, ablation files."""
+"""benchmarks/accuracy/collect_results.py: seeds aggregated with mean and std, recorded seeds merged, ablation files."""
 import importlib.util
 import json
 import sys
@@ -10,7 +10,7 @@ from conftest import REPO
 
 @pytest.fixture()
 def collect(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("collect_results", REPO / "benchmarks" / "collect_results.py")
+    spec = importlib.util.spec_from_file_location("collect_results", REPO / "benchmarks" / "accuracy" / "collect_results.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "RESULTS", tmp_path / "results")

@@ -256,9 +256,10 @@ def test_swagger_ui_is_served_from_local_files():
     pytest.importorskip("fastapi_swagger")
     from fastapi.testclient import TestClient
 
-    from zhner.serve.app import create_app
+    from zhner.serve.app import ServedModel, create_app
 
-    client = TestClient(create_app(_pages_module()._SpecOnlyTagger()))
+    served = ServedModel(kind="tagging", tags=["O"], scheme="bmes", model="flat", corpora=[])
+    client = TestClient(create_app(None, served=served))  # the page and its files need no model
     page = client.get("/docs")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert not re.search(r"https?://|//cdn", page.text), "the Swagger page loads something from another host"

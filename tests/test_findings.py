@@ -1,4 +1,4 @@
-"""benchmarks/findings.py and acts_sparsity.py: run sets and earlier findings rows paired on their common seeds."""
+"""benchmarks/accuracy/findings.py and acts_sparsity.py: run sets and earlier findings rows paired on their common seeds."""
 import importlib.util
 import json
 import sys
@@ -10,8 +10,8 @@ from conftest import REPO
 
 
 def load(name, monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # acts_sparsity imports findings as a sibling script
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks" / "accuracy"))  # acts_sparsity imports findings as a sibling script
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "accuracy" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -224,7 +224,7 @@ def test_attention_refuses_an_unusable_output_or_text(swept, tmp_path):
 def test_plot_sweep_script(swept, tmp_path):
     out, _ = swept
     res = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "plot_sweep.py"), str(out / "sweep.json"), "-o", str(tmp_path / "s.png")],
+        [sys.executable, str(REPO / "benchmarks" / "accuracy" / "plot_sweep.py"), str(out / "sweep.json"), "-o", str(tmp_path / "s.png")],
         capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 0, res.stderr

@@ -685,8 +685,8 @@ def test_predict_streams_stdin(model_dir):
 
 
 def test_load_test_client_against_the_live_server(server, sentences):
-    """benchmarks/load_test.py's closed-loop client, for one second: no errors, latencies recorded."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    """benchmarks/service/load_test.py's closed-loop client, for one second: no errors, latencies recorded."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "service"))
     from load_test import run_level
 
     client, _ = server

@@ -163,13 +163,13 @@ def test_protocol_class_pickles_by_name():
 
 
 def test_load_test_counts_every_process_of_the_server():
-    """benchmarks/load_test.py sums RSS and CPU over the server's process tree (the supervisor and its workers)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from load_test import rss_mb, server_pids, total
+    """benchmarks/service/load_test.py sums RSS and CPU over the server's process tree (the supervisor and its workers)."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "service"))
+    from load_test import process_tree, rss_mb, total
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        pids = server_pids(os.getpid())
+        pids = process_tree(os.getpid())
         assert pids[0] == os.getpid() and child.pid in pids
         assert total(rss_mb, os.getpid()) >= rss_mb(os.getpid()) + rss_mb(child.pid) - 1  # rounding
     finally:

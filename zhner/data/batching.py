@@ -63,7 +63,7 @@ def budget_batches(lengths: Sequence[int], batch_size: int, max_cells: int, min_
     1,475-character sentence, would otherwise put 64 such sentences into one [B, H, L, L] tensor.
     A sentence shorter than `min_ratio` x the batch's longest starts a new batch: padding it would cost more than
     a call of its own (groups of 32 mixed Resume/MSRA sentences: 2.6-3x the sentences per CPU second of no such cut,
-    `benchmarks/batch_padding.py`)."""
+    `benchmarks/speed/batch_padding.py`)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     for i in order:
