@@ -163,11 +163,14 @@ def build_batches(lengths: list[int]):
     from zhner.data.registry import find_file
     from zhner.lexicon.lexicon import Lexicon
     from zhner.models.inputs import Featurizer
+    from zhner.tasks import SpanTagging
 
     chars, tags, scheme = sweep_text(max(lengths))
     corpus = Corpus([Example(chars, tags)], scheme, find_file("msra", "test"))
-    featurizer = Featurizer.build({"train": corpus}, use_bigrams=True, normalize_digits=True, lexicon=Lexicon.from_jieba())
-    batches = {n: featurizer.collate([featurizer.encode(chars[:n], tags[:n])]) for n in lengths}
+    splits = {"train": corpus}
+    featurizer = Featurizer.build(splits, ["chars", "bigrams", "lexicon"], SpanTagging.build(splits), normalize_digits=True,
+                                  lexicon=Lexicon.from_jieba())
+    batches = {n: featurizer.collate([featurizer.encode(Example(chars[:n], tags[:n]))]) for n in lengths}
     return featurizer, batches
 
 
