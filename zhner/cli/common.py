@@ -5,9 +5,10 @@ start without them.
 """
 from __future__ import annotations
 
+import enum
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +22,34 @@ MAX_SEED = 2**32 - 1  # = zhner.config.MAX_SEED (not imported: the CLI imports p
 MAX_SERVE_WORKERS = 64  # processes of `zhner serve --workers`; each holds a model, so far more than the cores only costs memory
 MAX_MEMORY_MB = 1_048_576  # 1 TiB: a finite bound (inf was a traceback) far above any machine's memory
 MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (resamples + 1): 10^7 reaches 1e-7
+
+
+class Choice(str, enum.Enum):
+    """The words an option takes (--format jsonl|conll): Typer lists them in --help and parses them. A member is the
+    str it spells, so the library below takes it as that string."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def spelled(cls) -> str:
+        words = [member.value for member in cls]
+        return " or ".join(words) if len(words) == 2 else "one of " + ", ".join(words)
+
+
+def choice_option(default: Choice | None, *names: str, kind: type[Choice] | None = None, **options: Any) -> Any:
+    """typer.Option of a Choice (`kind`: its class, where the default is None). A word not among its members is the
+    CLI's one-line error, `--engine must be local or ray, not 'spark'`, rather than click's "Invalid value" text."""
+    kind = kind or type(default)
+    flag = names[-1]
+
+    def parse(value: str | Choice) -> Choice:
+        try:
+            return kind(value)
+        except ValueError:
+            raise ZhnerError(f"{flag} must be {kind.spelled()}, not {value!r}") from None
+
+    return typer.Option(default, *names, parser=parse, **options)
 
 
 def echo_err(message: str) -> None:

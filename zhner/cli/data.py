@@ -8,8 +8,17 @@ from typing import Optional
 
 import typer
 
-from zhner.cli.common import MAX_SEED, echo_err
+from zhner.cli.common import MAX_SEED, Choice, choice_option, echo_err
 from zhner.errors import ZhnerError
+
+
+class Unit(Choice):
+    """vectors --unit: = zhner.lexicon.pretrain.UNITS (not imported here: that module imports torch)."""
+
+    char = "char"
+    bigram = "bigram"
+    word = "word"
+
 
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: list, check checksums, fetch from their public sources.")
 
@@ -72,7 +81,7 @@ def vectors(
         ..., help="raw Chinese text: dataset names (their train split only), corpus files, or .txt files (a text a line)"
     ),
     output: Path = typer.Option(..., "-o", "--output", help="the word2vec text file to write (atomically)"),
-    unit: str = typer.Option("bigram", "--unit", help="char, bigram (the models' forward bigrams) or word (jieba's words)"),
+    unit: Unit = choice_option(Unit.bigram, "--unit", help="char, bigram (the models' forward bigrams) or word (jieba's words)"),
     base: Optional[str] = typer.Option(
         None, "--base", help="vectors written first, e.g. lac: the file then serves as embeddings.char_vectors on its own"
     ),
@@ -89,12 +98,10 @@ def vectors(
     import time
 
     from zhner.fileio import check_output_file
-    from zhner.lexicon.pretrain import UNITS, SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
+    from zhner.lexicon.pretrain import SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
     from zhner.lexicon.vectors import load_vectors
     from zhner.lexicon.word2vec import write_word2vec_text
 
-    if unit not in UNITS:
-        raise ZhnerError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
     check_output_file(output)  # found now, not after minutes of training
     start = time.perf_counter()
     texts = [text for source in sources for text in _raw_texts(source)]

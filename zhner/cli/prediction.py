@@ -7,27 +7,53 @@ from typing import Annotated, Optional
 
 import typer
 
-from zhner.cli.common import MAX_MEMORY_MB, echo_err, resolve_model_dir, torch_device
+from zhner.cli.common import MAX_MEMORY_MB, Choice, choice_option, echo_err, resolve_model_dir, torch_device
 from zhner.errors import ZhnerError
+
+
+class OutputFormat(Choice):
+    jsonl = "jsonl"
+    conll = "conll"
+
+
+class InputFormat(Choice):
+    auto = "auto"
+    text = "text"
+    jsonl = "jsonl"
+
+
+class OnError(Choice):
+    fail = "fail"
+    skip = "skip"
+
+
+class Engine(Choice):
+    local = "local"
+    ray = "ray"
+
+
+class Runtime(Choice):
+    torch = "torch"
+    onnx = "onnx"
 
 
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
     model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
-    fmt: str = typer.Option("jsonl", "--format", help="jsonl or conll"),
+    fmt: OutputFormat = choice_option(OutputFormat.jsonl, "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
     memory_mb: Optional[float] = typer.Option(
         None, "--memory-mb", min=1, max=MAX_MEMORY_MB, help="memory budget of one model call (default 1024); longer lines are cut at "
         "sentence ends, then in overlapping windows, and the entities stitched back to line offsets"
     ),
-    input_format: str = typer.Option(
-        "auto", "--input-format", help='text (a text per line), jsonl ({"id", "text", ...} per line, other fields kept '
+    input_format: InputFormat = choice_option(
+        InputFormat.auto, "--input-format", help='text (a text per line), jsonl ({"id", "text", ...} per line, other fields kept '
         "in the output), or auto: jsonl for a .jsonl file or an input whose first non-blank line is a JSON object, "
         "else text"
     ),
-    on_error: str = typer.Option(
-        "fail", "--on-error", help="a record that cannot be read (not UTF-8, not a JSON object with \"text\"): fail "
+    on_error: OnError = choice_option(
+        OnError.fail, "--on-error", help="a record that cannot be read (not UTF-8, not a JSON object with \"text\"): fail "
         "(stop, nothing written to -o) or skip (report its line on stderr, tag the rest, the count at the end)"
     ),
     text: Optional[str] = typer.Option(None, "--text", help="tag this one string instead of reading INPUT_FILE"),
@@ -37,8 +63,8 @@ def predict(
         0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
-    engine: str = typer.Option(
-        "local", "--engine", help="local (this process) or ray: Ray Data actors, --workers of them, each loading the "
+    engine: Engine = choice_option(
+        Engine.local, "--engine", help="local (this process) or ray: Ray Data actors, --workers of them, each loading the "
         "model once (a local Ray instance, or the cluster `RAY_ADDRESS` names); same records, same order"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=1024, help="with --engine ray: model actors"),
@@ -46,8 +72,8 @@ def predict(
         "--ray-address", help="with --engine ray: the Ray cluster to join, e.g. ray://head:10001 or auto "
         "(default: $RAY_ADDRESS; neither: a local Ray instance of --workers + 1 CPUs)"
     )] = None,
-    runtime: str = typer.Option(
-        "torch", "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
+    runtime: Runtime = choice_option(
+        Runtime.torch, "--runtime", help="torch (the model in PyTorch), or onnx: MODEL/model.onnx (written by zhner export) "
         "run by zhner.runtime without importing torch, a faster start (character taggers; no --nbest, --memory-mb, --device)"
     ),
     onnx: Annotated[Optional[Path], typer.Option(
@@ -58,43 +84,21 @@ def predict(
     """Tag or classify texts: one JSON object per input line, {"text", "entities": [{"type", "start", "end", "text"}]}
     from a tagger, {"text", "label", "scores"} from a classifier."""
     import zhner
-    from zhner.data.corpus import lone_surrogate
-    from zhner.fileio import check_output_file
     from zhner.serve.predict import predict_stream
 
-    if fmt not in ("jsonl", "conll"):
-        raise ZhnerError(f"--format must be jsonl or conll, not {fmt!r}")
-    if confidence and fmt != "jsonl":  # it was dropped without a word
-        raise ZhnerError("--confidence needs --format jsonl (conll has no place for a score)")
-    if nbest and fmt != "jsonl":
-        raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
-    if input_format not in ("auto", "text", "jsonl"):
-        raise ZhnerError(f"--input-format must be auto, text or jsonl, not {input_format!r}")
-    if on_error not in ("fail", "skip"):
-        raise ZhnerError(f"--on-error must be fail or skip, not {on_error!r}")
-    if text is not None and input_file != "-":
-        raise ZhnerError("--text and INPUT_FILE: give one of them")
-    if text is not None and lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
-        raise ZhnerError("--text: not valid UTF-8 text")
-    if output is not None:
-        check_output_file(output)
-    # None: detected from the content (a first non-blank line that is a JSON object makes it JSONL)
-    jsonl_input = {"jsonl": True, "text": False}.get(input_format, True if input_file.endswith(".jsonl") else None)
-    if engine not in ("local", "ray"):
-        raise ZhnerError(f"--engine must be local or ray, not {engine!r}")
-    if runtime not in ("torch", "onnx"):
-        raise ZhnerError(f"--runtime must be torch or onnx, not {runtime!r}")
-    runtime = "onnx" if onnx is not None else runtime
-    if ray_address is not None and engine != "ray":
+    _check_options(input_file, output, fmt, confidence, nbest, text)
+    jsonl_input = _jsonl_input(input_format, input_file)
+    runtime = Runtime.onnx if onnx is not None else runtime
+    if ray_address is not None and engine != Engine.ray:
         raise ZhnerError("--ray-address is for --engine ray")
-    if engine == "ray":
-        if runtime != "torch":
+    if engine == Engine.ray:
+        if runtime != Runtime.torch:
             raise ZhnerError("--engine ray runs the PyTorch model: no --runtime onnx")
         _predict_on_ray(input_file, model_dir, output, jsonl_input, workers, on_error, fmt=fmt, text=text,
                         nbest=nbest, batch_size=batch_size, memory_mb=memory_mb, confidence=confidence, device=device,
                         address=ray_address)
         return
-    if runtime == "onnx":
+    if runtime == Runtime.onnx:
         tagger = _runtime_tagger(model_dir, nbest, memory_mb, device, onnx)
     else:
         tagger = zhner.load(resolve_model_dir(model_dir))
@@ -108,12 +112,40 @@ def predict(
     )
 
 
+def _check_options(
+    input_file: str, output: Path | None, fmt: OutputFormat, confidence: bool, nbest: int, text: str | None
+) -> None:
+    """What predict refuses before a model loads: options that do not go together, --text that is not UTF-8, an -o
+    that cannot be written."""
+    from zhner.data.corpus import lone_surrogate
+    from zhner.fileio import check_output_file
+
+    if confidence and fmt != OutputFormat.jsonl:  # it was dropped without a word
+        raise ZhnerError("--confidence needs --format jsonl (conll has no place for a score)")
+    if nbest and fmt != OutputFormat.jsonl:
+        raise ZhnerError("--nbest needs --format jsonl (conll has no place for other paths)")
+    if text is not None and input_file != "-":
+        raise ZhnerError("--text and INPUT_FILE: give one of them")
+    if text is not None and lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
+        raise ZhnerError("--text: not valid UTF-8 text")
+    if output is not None:
+        check_output_file(output)
+
+
+def _jsonl_input(input_format: InputFormat, input_file: str) -> bool | None:
+    """--input-format as predict_stream's jsonl_input; None (auto, not a .jsonl name): decided from the content (a
+    first non-blank line that is a JSON object makes it JSONL)."""
+    if input_format == InputFormat.auto:
+        return True if input_file.endswith(".jsonl") else None
+    return input_format == InputFormat.jsonl
+
+
 def _predict_on_ray(
-    source: str, model_dir: Path | None, output: Path | None, jsonl_input: bool | None, workers: int, on_error: str, *,
-    fmt: str, text: str | None, nbest: int, **predictor,
+    source: str, model_dir: str | None, output: Path | None, jsonl_input: bool | None, workers: int, on_error: OnError, *,
+    fmt: OutputFormat, text: str | None, nbest: int, **predictor,
 ) -> None:
     """`zhner predict --engine ray`: zhner.integrations.ray.predict_file, after the checks a local predict makes."""
-    if fmt != "jsonl" or text is not None or nbest:
+    if fmt != OutputFormat.jsonl or text is not None or nbest:
         raise ZhnerError("--engine ray writes jsonl records of a file's lines: no --format conll, --text or --nbest")
     try:
         from zhner.integrations.ray import predict_file

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from zhner.cli.common import MAX_RESAMPLES, MAX_SEED, echo_err, resolve_model_dir, torch_device
+from zhner.cli.common import MAX_RESAMPLES, MAX_SEED, Choice, choice_option, echo_err, resolve_model_dir, torch_device
 from zhner.cli.model_data import corpus_for, model_corpus
+from zhner.data.schemes import SCHEMES
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from zhner.evaluate.metrics import NERScorer
     from zhner.tagger import Tagger
 
+Scheme = Choice("Scheme", [(name, name) for name in SCHEMES])  # score --scheme: the tag schemes zhner reads
 
 SEEN_IN_HELP = (
     "the training corpus (a file, or a dataset name for its train split): also score, strictly, the mentions seen in "
@@ -155,7 +157,7 @@ def score(
     gold: Path = typer.Argument(..., help="gold tag file (CHAR TAG lines)"),
     pred: Path = typer.Argument(..., help="predicted tag file, same sentences"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    scheme: Optional[str] = typer.Option(None, help="bio / bioes / bmes (default: detected from GOLD)"),
+    scheme: Optional[Scheme] = choice_option(None, "--scheme", kind=Scheme, help="bio / bioes / bmes (default: detected from GOLD)"),
     seen_in: Optional[str] = typer.Option(None, "--seen-in", help=SEEN_IN_HELP),
     against: Optional[Path] = typer.Option(
         None, "--against", help="a second predicted tag file of the same sentences: score both and test the difference "
@@ -169,12 +171,9 @@ def score(
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc. With --against,
     the strict and lenient F1 of PRED and of the second file, and whether they differ (p of a paired approximate
     randomization test over the sentences)."""
-    from zhner.data.schemes import SCHEMES
     from zhner.evaluate.metrics import file_scorer, format_report, score_files
     from zhner.evaluate.significance import compare_sentences, format_sentence_comparison
 
-    if scheme is not None and scheme not in SCHEMES:
-        raise ZhnerError(f"--scheme must be one of {', '.join(SCHEMES)}, not {scheme!r}")
     if against is not None:
         if seen_in is not None:
             raise ZhnerError("--seen-in and --against do not go together: score each file with --seen-in on its own")
