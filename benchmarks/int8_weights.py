@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing zhner
-from zhner.cli import _corpus_for  # noqa: E402
+from zhner.data.registry import load_corpus  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("-o", "--output")
     args = parser.parse_args()
     full = Tagger.load(args.model_dir)
-    corpus = _corpus_for(args.data, full.featurizer.unit)
+    corpus = load_corpus(args.data, full.featurizer.unit)
     with tempfile.TemporaryDirectory() as tmp:
         model = full.config.model.model_copy(update={"bert_int8_weights": True, "bert_half_weights": True})
         Tagger(full.model, full.featurizer, full.config.model_copy(update={"model": model}), full.metrics).save(tmp)

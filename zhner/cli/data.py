@@ -97,6 +97,7 @@ def vectors(
     embeddings.word_vectors, and a file made with --base as embeddings.char_vectors."""
     import time
 
+    from zhner.data.registry import raw_texts
     from zhner.fileio import check_output_file
     from zhner.lexicon.pretrain import SkipGramConfig, merge_vectors, train_skipgram, unit_sequences
     from zhner.lexicon.vectors import load_vectors
@@ -104,7 +105,7 @@ def vectors(
 
     check_output_file(output)  # found now, not after minutes of training
     start = time.perf_counter()
-    texts = [text for source in sources for text in _raw_texts(source)]
+    texts = [text for source in sources for text in raw_texts(source)]
     if not texts:
         raise ZhnerError(f"no text in {', '.join(sources)}: nothing to train on")
     base_vectors = load_vectors(base) if base else None  # read first: a bad --base fails before the training
@@ -123,22 +124,6 @@ def vectors(
     )
 
 
-def _raw_texts(source: str, all_splits: bool = False) -> list[str]:
-    """The texts of a dataset (its train split, or every split), a corpus file, or a .txt file (a text a line, blank
-    lines skipped; a line that is not UTF-8 is an error naming it)."""
-    from zhner.data.catalogue import DATASETS
-    from zhner.data.corpus import read_corpus
-    from zhner.data.registry import load_dataset
-    from zhner.fileio import utf8_lines
-
-    if not Path(source).exists() and source in DATASETS:
-        splits = load_dataset(source)
-        return [ex.text for name, corpus in splits.items() if all_splits or name == "train" for ex in corpus]
-    if Path(source).suffix == ".txt":
-        return [text for _, line in utf8_lines(source, "a text file") if (text := line.strip())]
-    return [ex.text for ex in read_corpus(source)]
-
-
 def translate(
     data: str = typer.Argument(
         ..., help="a dataset name (every split), a corpus file, or a .txt file (one Chinese sentence a line)"
@@ -151,10 +136,11 @@ def translate(
     gets one record; a text the translator cannot translate gets "" (a missing translation, not an error). Speed
     (sentences/s) and coverage (share of non-empty translations) go to stderr."""
     from zhner.data.example import Example
+    from zhner.data.registry import raw_texts
     from zhner.fileio import atomic_open
     from zhner.translate import TranslationCache, fill_translations, make_translator, translation_cache_path, translation_report
 
-    texts = _raw_texts(data, all_splits=True)
+    texts = raw_texts(data, all_splits=True)
     if not texts:
         raise ZhnerError("no text to translate", data)
     examples = [Example(list(text)) for text in dict.fromkeys(texts)]

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from zhner.cli.common import echo_err
-from zhner.cli.model_data import corpus_for, own_dev
+from zhner.cli.model_data import own_dev
 from zhner.errors import ZhnerError
 
 
@@ -62,13 +62,14 @@ def gates(
     """Mean gate g of each layer (SLA Eq. 5) over every word piece of a dataset: the SLA paper's Figure 2. Prints one
     row per model; with -o, a PNG with one line per model and a JSON table beside it."""
     import zhner
+    from zhner.data.registry import load_corpus
     from zhner.evaluate.attention import gate_means, plot_gates
     from zhner.fileio import atomic_write_text
 
     rows: dict[str, list[float]] = {}
     for model_dir in model_dirs:
         pipeline = zhner.load(model_dir)
-        corpus = corpus_for(data, pipeline.featurizer.unit) if data else own_dev(pipeline)
+        corpus = load_corpus(data, pipeline.featurizer.unit) if data else own_dev(pipeline)
         rows[str(model_dir)] = gate_means(pipeline, corpus.sentences, batch_size)
         typer.echo(f"{model_dir}\t" + "\t".join(f"{g:.3f}" for g in rows[str(model_dir)]))
     if output is not None:

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from zhner.cli.common import MAX_RESAMPLES, MAX_SEED, Choice, choice_option, echo_err, resolve_model_dir, torch_device
-from zhner.cli.model_data import corpus_for, model_corpus
+from zhner.cli.model_data import model_corpus
 from zhner.data.schemes import SCHEMES
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:
     from zhner.data.corpus import Corpus
     from zhner.evaluate.metrics import NERScorer
-    from zhner.tagger import Tagger
+    from zhner.pipeline import Pipeline
 
 Scheme = Choice("Scheme", [(name, name) for name in SCHEMES])  # score --scheme: the tag schemes zhner reads
 
@@ -52,26 +52,26 @@ def evaluate(
     else:
         tagger = zhner.load(model_dir)
     tagger.model.to(target)
-    corpus = model_corpus(tagger.config, data, tagger.featurizer.unit)
-    if (corpus.scheme is None) != (tagger.task.kind == "classification"):
-        what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
-        raise ZhnerError(f"holds {what}, but the model is a {tagger.task.kind} model", corpus.path)
-    if tagger.task.kind == "classification":
-        if seen_in is not None:
-            raise ZhnerError("--seen-in scores entity mentions; this is a classification model", model_dir)
-        unknown = {s.label for s in corpus} - set(tagger.task.labels)
-        if unknown:
-            echo_err(
-                f"warning: {corpus.path}: labels {', '.join(sorted(unknown))} are not among the model's "
-                f"({', '.join(tagger.task.labels)}); their sentences all count as wrong"
-            )
-        _print_scores(tagger.evaluate(corpus, batch_size), as_json)
-        return
-    corpus = _tagging_corpus(tagger, corpus)
-    seen = None
-    if seen_in is not None:
-        seen = model_corpus(tagger.config, seen_in, tagger.featurizer.unit, default_split="train")
+    if seen_in is not None and tagger.task.kind == "classification":
+        raise ZhnerError("--seen-in scores entity mentions; this is a classification model", model_dir)
+    corpus = _gold(tagger, data)
+    seen = None if seen_in is None else model_corpus(tagger.config, seen_in, tagger.featurizer.unit, default_split="train")
     _print_scores(tagger.evaluate(corpus, batch_size, seen_in=seen), as_json)
+
+
+def _gold(pipeline: Pipeline, data: str) -> Corpus:
+    """DATA in the model's types, of the model's task (tags for a tagger, sentence labels for a classifier); labels it
+    holds that the model never predicts are warned about."""
+    from zhner.evaluate.gold import unknown_labels_warning
+
+    corpus = model_corpus(pipeline.config, data, pipeline.featurizer.unit)
+    if (corpus.scheme is None) != (pipeline.task.kind == "classification"):
+        what = "labelled sentences (classification)" if corpus.scheme is None else "tagged tokens"
+        raise ZhnerError(f"holds {what}, but the model is a {pipeline.task.kind} model", corpus.path)
+    warning = unknown_labels_warning(corpus, pipeline.labels)
+    if warning is not None:
+        echo_err(f"warning: {warning}")
+    return corpus
 
 
 def _print_scores(result: dict, as_json: bool) -> None:
@@ -83,20 +83,6 @@ def _print_scores(result: dict, as_json: bool) -> None:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2))
     else:
         typer.echo(format_report(result) if "strict" in result else format_classification_report(result))
-
-
-def _tagging_corpus(tagger: Tagger, corpus: Corpus) -> Corpus:
-    """A labelled corpus read by _model_corpus, warned about when it has types the model cannot predict."""
-    from zhner.data.schemes import split_tag
-
-    labels = {split_tag(tag)[1] for tag in tagger.featurizer.tags if tag != "O"}
-    unknown = corpus.types() - labels
-    if unknown:  # e.g. PERSON in the gold file, PER in the model: every such entity counts as missed
-        echo_err(
-            f"warning: {corpus.path}: entity types {', '.join(sorted(unknown))} are not among the model's labels "
-            f"({', '.join(sorted(labels))}); their entities all count as missed"
-        )
-    return corpus
 
 
 def compare(
@@ -146,10 +132,7 @@ def _sentence_scorer(model_dir: Path, data: str, batch_size: int, device: str) -
     if tagger.task.kind != "tagging":
         raise ZhnerError("--on compares taggers sentence by sentence; compare classifiers over seeds", model_dir)
     tagger.model.to(torch_device(device))
-    corpus = model_corpus(tagger.config, data, tagger.featurizer.unit)
-    if corpus.scheme is None:
-        raise ZhnerError("holds labelled sentences (classification), but the model is a tagger", corpus.path)
-    corpus = _tagging_corpus(tagger, corpus)
+    corpus = _gold(tagger, data)
     return tagger.scorer(corpus, batch_size, per_sentence=True), [s.tags for s in corpus.sentences]
 
 
@@ -171,6 +154,7 @@ def score(
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc. With --against,
     the strict and lenient F1 of PRED and of the second file, and whether they differ (p of a paired approximate
     randomization test over the sentences)."""
+    from zhner.data.registry import load_corpus
     from zhner.evaluate.metrics import file_scorer, format_report, score_files
     from zhner.evaluate.significance import compare_sentences, format_sentence_comparison
 
@@ -184,6 +168,6 @@ def score(
         else:
             typer.echo(format_sentence_comparison(result, str(pred), str(against)))
         return
-    seen = corpus_for(seen_in, default_split="train") if seen_in is not None else None
+    seen = load_corpus(seen_in, default_split="train") if seen_in is not None else None
     result = score_files(gold, pred, scheme=scheme, seen_in=seen)
     typer.echo(json.dumps(result, ensure_ascii=False) if as_json else format_report(result))
