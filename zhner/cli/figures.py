@@ -4,13 +4,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from zhner.cli.common import echo_err
 from zhner.cli.model_data import own_dev
 from zhner.errors import ZhnerError
+
+if TYPE_CHECKING:
+    from zhner.pipeline import Pipeline
 
 
 def attention(
@@ -23,7 +26,6 @@ def attention(
     Figure 3)."""
     import zhner
     from zhner.data.corpus import lone_surrogate
-    from zhner.evaluate.attention import cjk_font, local_maps, plot_attention, plot_local_maps, selective_maps
     from zhner.fileio import check_output_dir, writing
 
     if lone_surrogate(text) is not None:  # bytes that are not UTF-8 reach argv as surrogates
@@ -33,13 +35,28 @@ def attention(
         output.mkdir(parents=True, exist_ok=True)
     pipeline = zhner.load(model_dir)
     if getattr(pipeline.config.model, "local_attention", "none") != "none":
-        maps = local_maps(pipeline, text)
-        pngs = plot_local_maps(maps, output)
-        typer.echo("prediction: " + json.dumps(maps["prediction"], ensure_ascii=False))
-        for n, layer in enumerate(maps["layers"]):
-            typer.echo(f"layer {n + 1} gates: " + " ".join(f"{p}:{g:.2f}" for p, g in zip(maps["pieces"], layer["gate"])))
-        typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
-        return
+        pngs = _local_attention(pipeline, text, output)
+    else:
+        pngs = _selective_attention(pipeline, text, output)
+    typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
+
+
+def _local_attention(pipeline: Pipeline, text: str, output: Path) -> list[Path]:
+    """SLA / WLA: the heatmaps of each layer, and its gates printed a line a layer."""
+    from zhner.evaluate.attention import local_maps, plot_local_maps
+
+    maps = local_maps(pipeline, text)
+    pngs = plot_local_maps(maps, output)
+    typer.echo("prediction: " + json.dumps(maps["prediction"], ensure_ascii=False))
+    for n, layer in enumerate(maps["layers"]):
+        typer.echo(f"layer {n + 1} gates: " + " ".join(f"{p}:{g:.2f}" for p, g in zip(maps["pieces"], layer["gate"])))
+    return pngs
+
+
+def _selective_attention(pipeline: Pipeline, text: str, output: Path) -> list[Path]:
+    """ATSSA: the heatmaps of each layer and head, and the keys each head kept printed a line a head."""
+    from zhner.evaluate.attention import cjk_font, plot_attention, selective_maps
+
     maps = selective_maps(pipeline, text)
     pngs = plot_attention(maps, output)
     if cjk_font() is None:
@@ -48,7 +65,7 @@ def attention(
     for n, layer in enumerate(maps["layers"]):
         for h, kept in enumerate(layer["kept"]):
             typer.echo(f"layer {n + 1} head {h + 1} keys kept: " + " ".join(f"{c}{k}" for c, k in zip(maps["chars"], kept)))
-    typer.echo(f"wrote {len(pngs)} heatmaps to {output}")
+    return pngs
 
 
 def gates(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -24,6 +24,17 @@ SEEN_IN_HELP = (
     "the training corpus (a file, or a dataset name for its train split): also score, strictly, the mentions seen in "
     "it as an entity of the same type apart from the unseen ones"
 )
+
+
+def _resamples(asked_by: str) -> Any:
+    """--resamples of the randomization test that the option `asked_by` runs (compare --on, score --against)."""
+    return typer.Option(
+        10_000, "--resamples", min=1, max=MAX_RESAMPLES, help=f"with {asked_by}: shuffles of the randomization test"
+    )
+
+
+def _shuffle_seed(asked_by: str) -> Any:
+    return typer.Option(0, "--seed", min=0, max=MAX_SEED, help=f"with {asked_by}: the shuffles' random seed")
 
 
 def evaluate(
@@ -92,10 +103,8 @@ def compare(
         None, "--on", help="compare two single trained taggers sentence by sentence on this labelled data (a corpus "
         "file, or a dataset name: its test split; NAME:dev for dev) instead of over seeds"
     ),
-    resamples: int = typer.Option(
-        10_000, "--resamples", min=1, max=MAX_RESAMPLES, help="with --on: shuffles of the randomization test"
-    ),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="with --on: the shuffles' random seed"),
+    resamples: int = _resamples("--on"),
+    seed: int = _shuffle_seed("--on"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="with --on: cpu, cuda, or auto (a GPU when CUDA is available)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
@@ -146,10 +155,8 @@ def score(
         None, "--against", help="a second predicted tag file of the same sentences: score both and test the difference "
         "(paired approximate randomization over sentences)"
     ),
-    resamples: int = typer.Option(
-        10_000, "--resamples", min=1, max=MAX_RESAMPLES, help="with --against: shuffles of the randomization test"
-    ),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="with --against: the shuffles' random seed"),
+    resamples: int = _resamples("--against"),
+    seed: int = _shuffle_seed("--against"),
 ) -> None:
     """Score predicted tags against gold: strict and lenient span P/R/F1, per type, Span F, Type Acc. With --against,
     the strict and lenient F1 of PRED and of the second file, and whether they differ (p of a paired approximate

@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from zhner.cli.common import MAX_SERVE_WORKERS, echo_err, resolve_model_dir, torch_device
 from zhner.errors import ZhnerError
+
+if TYPE_CHECKING:
+    from zhner.serve.app import Limits
 
 
 def serve(
@@ -32,11 +36,11 @@ def serve(
 ) -> None:
     """HTTP service: POST /v1/ner (taggers) or /v1/classify (classifiers) {"text": ...} or {"texts": [...]}; GET /health;
     OpenAPI at /openapi.json."""
-    try:
-        import uvicorn
+    try:  # the `serve` extra, before anything else (its modules are imported again where they are used)
+        import uvicorn  # noqa: F401
 
-        from zhner.serve.app import Limits, create_app
-        from zhner.serve.server import protocol_class
+        from zhner.serve.app import Limits
+        from zhner.serve.server import protocol_class  # noqa: F401
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in ("fastapi", "uvicorn", "starlette"):
             raise ZhnerError(f"the HTTP service needs {exc.name}: pip install 'zhner[serve]'") from None
@@ -57,21 +61,36 @@ def serve(
     if device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
         torch_device(device)  # a bad --device fails here, once, rather than in every worker
     if workers > 1:
-        from zhner.info import task_kind
-        from zhner.serve.workers import serve_workers
+        _serve_workers(path, device, limits, workers, host, port, access_log)
+    else:
+        _serve_one(path, device, limits, host, port, access_log)
 
-        kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
-        echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
-        serve_workers(path, device, limits, workers, host, port, access_log)
-        return
+
+def _serve_workers(path: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool) -> None:
+    """Several processes on one port, started, restarted and stopped by uvicorn's supervisor."""
+    from zhner.info import task_kind
+    from zhner.serve.workers import serve_workers
+
+    kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
+    echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
+    serve_workers(path, device, limits, workers, host, port, access_log)
+
+
+def _serve_one(path: Path, device: str, limits: Limits, host: str, port: int, access_log: bool) -> None:
+    """This process answers: the model loaded here, uvicorn run until it is stopped."""
+    import uvicorn
+
+    from zhner.serve.app import create_app
+    from zhner.serve.server import protocol_class
     from zhner.serve.workers import load_pipeline
 
     pipeline = load_pipeline(path, device)
-    app_ = create_app(pipeline, limits)
+    app = create_app(pipeline, limits)
     echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
     log_level = "info" if access_log else "warning"
+    http = protocol_class(limits.read_timeout_s)
     with _exit_cleanly_after_draining():
-        uvicorn.run(app_, host=host, port=port, http=protocol_class(read_timeout_s), access_log=access_log, log_level=log_level)
+        uvicorn.run(app, host=host, port=port, http=http, access_log=access_log, log_level=log_level)
 
 
 @contextlib.contextmanager
