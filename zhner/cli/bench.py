@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from zhner.cli.common import resolve_config, set_threads
+from zhner.cli.common import recipe_option, resolve_config, set_threads
 
 
 def bench(
     config: str = typer.Argument(..., help="YAML config or shipped config name"),
     as_json: bool = typer.Option(False, "--json"),
     set_: list[str] = typer.Option([], "--set"),
-    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
+    recipe: str | None = recipe_option(),
     seconds: float = typer.Option(15.0, min=1.0, max=3600.0, help="seconds of training to time"),
 ) -> None:
     """Training and inference throughput (sentences/s) on the config's dataset, one thread; peak memory."""

@@ -52,6 +52,23 @@ def choice_option(default: Choice | None, *names: str, kind: type[Choice] | None
     return typer.Option(default, *names, parser=parse, **options)
 
 
+def recipe_option() -> Any:
+    """--recipe of a command that reads a config (train, sweep, bench)."""
+    return typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set")
+
+
+def model_argument() -> Any:
+    """MODEL_DIR of a command that needs a model (evaluate, export, info)."""
+    return typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)")
+
+
+def model_option() -> Any:
+    """-m of a command with a default model (predict, serve)."""
+    return typer.Option(
+        None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"
+    )
+
+
 def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -7,12 +7,12 @@ from typing import Optional
 
 import typer
 
-from zhner.cli.common import resolve_model_dir
+from zhner.cli.common import model_argument, resolve_model_dir
 from zhner.errors import ZhnerError
 
 
 def export_model(
-    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
+    model_dir: str = model_argument(),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="the .onnx file (default: MODEL_DIR/model.onnx)"),
     check: bool = typer.Option(True, help="tag a few sentences with both models and require the same spans"),
     int8: bool = typer.Option(False, "--int8", help="quantise the graph's weights to int8 (onnxruntime, dynamic); "
@@ -50,7 +50,7 @@ def _unscored(pipeline) -> dict:
 
 
 def info(
-    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
+    model_dir: str = model_argument(),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """What a model directory holds: model, dataset, labels, metrics, size on disk, lexicon."""

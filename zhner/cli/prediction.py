@@ -7,7 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from zhner.cli.common import MAX_MEMORY_MB, Choice, choice_option, echo_err, resolve_model_dir, torch_device
+from zhner.cli.common import (
+    MAX_MEMORY_MB,
+    Choice,
+    choice_option,
+    echo_err,
+    model_option,
+    resolve_model_dir,
+    torch_device,
+)
 from zhner.errors import ZhnerError
 
 
@@ -39,7 +47,7 @@ class Runtime(Choice):
 
 def predict(
     input_file: str = typer.Argument("-", help="text file, one text per line, or JSONL records ('-' or absent: stdin)"),
-    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"),
+    model_dir: Optional[str] = model_option(),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write here (atomically) instead of stdout"),
     fmt: OutputFormat = choice_option(OutputFormat.jsonl, "--format", help="jsonl or conll"),
     batch_size: int = typer.Option(32, min=1),
@@ -154,10 +162,9 @@ def _predict_on_ray(
             raise ZhnerError(f"--engine ray needs {exc.name}: pip install 'zhner[ray]'") from None
         raise
     from zhner.pipeline import Pipeline
-
-    torch_device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
     from zhner.shipped import DEFAULT_NAME, SHIPPED
 
+    torch_device(predictor["device"])  # a bad --device or a missing model fails here, not once in every actor
     path = resolve_model_dir(model_dir)
     Pipeline.task_kind(path)
     # a shipped model by its name: each worker finds it in its own zhner installation, wherever that is installed;

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from zhner.cli.common import MAX_RESAMPLES, MAX_SEED, Choice, choice_option, echo_err, resolve_model_dir, torch_device
+from zhner.cli.common import (
+    MAX_RESAMPLES,
+    MAX_SEED,
+    Choice,
+    choice_option,
+    echo_err,
+    model_argument,
+    resolve_model_dir,
+    torch_device,
+)
 from zhner.cli.model_data import model_corpus
 from zhner.data.schemes import SCHEMES
 from zhner.errors import ZhnerError
@@ -38,7 +47,7 @@ def _shuffle_seed(asked_by: str) -> Any:
 
 
 def evaluate(
-    model_dir: str = typer.Argument(..., help="a trained model directory, or a shipped name (zh-small, zh-accurate)"),
+    model_dir: str = model_argument(),
     data: str = typer.Argument(..., help="a labelled corpus file, or a dataset name (its test split; NAME:dev for dev)"),
     batch_size: int = typer.Option(64, min=1),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from zhner.cli.common import MAX_SERVE_WORKERS, echo_err, resolve_model_dir, torch_device
+from zhner.cli.common import MAX_SERVE_WORKERS, echo_err, model_option, resolve_model_dir, torch_device
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def serve(
-    model_dir: Optional[str] = typer.Option(None, "-m", "--model", help="model directory or shipped name (zh-small, zh-accurate; default zh-small)"),
+    model_dir: Optional[str] = model_option(),
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535),
     max_body_bytes: int = typer.Option(1_048_576, min=1, help="largest request body (413 above)"),

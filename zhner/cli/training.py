@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from zhner.cli.common import resolve_config, set_threads, torch_device
+from zhner.cli.common import recipe_option, resolve_config, set_threads, torch_device
 from zhner.errors import ZhnerError
 
 
@@ -14,7 +14,7 @@ def train(
     config: str = typer.Argument(..., help="YAML config, or the name of a shipped one (e.g. tener_resume)"),
     output: str = typer.Option(..., "-o", "--output", help="run directory (the best model is saved there)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field, e.g. --set train.lr=0.001"),
-    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
+    recipe: str | None = recipe_option(),
     seeds: int = typer.Option(
         1, "--seeds", min=1, max=1000, help="train this many seeds (seed, seed+1, ...), one sub-directory each"
     ),
@@ -51,7 +51,7 @@ def sweep(
     output: str = typer.Option(..., "-o", "--output", help="sweep directory: one run (or seed set) per value + sweep.json"),
     param: str = typer.Option(..., "--param", help="the parameter and its values, e.g. model.topk=1,2,3,4,5,6"),
     set_: list[str] = typer.Option([], "--set", help="override a config field for every run"),
-    recipe: str | None = typer.Option(None, "--recipe", help="apply a recipe of the config (e.g. fast), before --set"),
+    recipe: str | None = recipe_option(),
     seeds: int = typer.Option(1, "--seeds", min=1, max=1000, help="seeds per value (seed, seed+1, ...)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="retrain finished runs"),
 ) -> None:
