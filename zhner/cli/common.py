@@ -25,8 +25,8 @@ MAX_RESAMPLES = 10_000_000  # the p of a randomization test has a floor of 1 / (
 
 
 class Choice(str, enum.Enum):
-    """The words an option takes (--format jsonl|conll): Typer lists them in --help and parses them. A member is the
-    str it spells, so the library below takes it as that string."""
+    """The words an option takes (--format jsonl|conll), declared with `choice_option`: Typer lists them in --help. A
+    member is the str it spells, so the library below takes it as that string."""
 
     def __str__(self) -> str:
         return self.value
@@ -39,7 +39,8 @@ class Choice(str, enum.Enum):
 
 def choice_option(default: Choice | None, *names: str, kind: type[Choice] | None = None, **options: Any) -> Any:
     """typer.Option of a Choice (`kind`: its class, where the default is None). A word not among its members is the
-    CLI's one-line error, `--engine must be local or ray, not 'spark'`, rather than click's "Invalid value" text."""
+    one-line error the CLI always gave, `--engine must be local or ray, not 'spark'` (status 2), not click's longer
+    "Invalid value for '--engine': ..." with its pointer to --help."""
     kind = kind or type(default)
     flag = names[-1]
 
