@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 import harness  # noqa: E402
 
 harness.use_checkout()
-from zhner.cli import _corpus_for  # noqa: E402
+from zhner.data.registry import load_corpus  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
 
 
@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     provenance = harness.Run()
     full = Tagger.load(args.model_dir)
-    corpus = _corpus_for(args.data, full.featurizer.unit)
+    corpus = load_corpus(args.data, full.featurizer.unit)
     with tempfile.TemporaryDirectory() as tmp:
         model = full.config.model.model_copy(update={"bert_int8_weights": True, "bert_half_weights": True})
         Tagger(full.model, full.featurizer, full.config.model_copy(update={"model": model}), full.metrics).save(tmp)

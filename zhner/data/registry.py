@@ -32,6 +32,7 @@ from zhner.data.catalogue import DATASETS, ONTONOTES_HOWTO, SPLITS, DatasetFile,
 from zhner.data.corpus import Corpus, read_corpus
 from zhner.data.download import sha256_file, user_cache_dir
 from zhner.errors import ZhnerError
+from zhner.fileio import utf8_lines
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,35 @@ def _read_registered(info: DatasetInfo, split: str, data_dir: str | Path | None,
     if split == "test" and info.test_label:
         corpus = Corpus(corpus.sentences, corpus.scheme, f"{corpus.path} ({info.test_label})")
     return corpus
+
+
+def dataset_split(data: str, default_split: str = "test") -> tuple[str, str]:
+    """DATASET[:SPLIT] as (DATASET, SPLIT), `default_split` where none is named; a SPLIT that is not one is an error
+    naming DATA and the splits it could be."""
+    name, _, split = data.partition(":")
+    if split and split not in SPLITS:
+        raise ZhnerError(f"unknown split {split!r}; expected one of {', '.join(f'{name}:{s}' for s in SPLITS)}", data)
+    return name, split or default_split
+
+
+def load_corpus(data: str, unit: str = "char", default_split: str = "test") -> Corpus:
+    """What a command's DATA names: one split of a registered dataset (DATASET[:SPLIT], `default_split` where none is
+    named), or a corpus file read in the token unit `unit` (a model's). A file of that name wins over a dataset."""
+    if Path(data).exists() or data.partition(":")[0] not in DATASETS:
+        return read_corpus(data, unit=unit)
+    name, split = dataset_split(data, default_split)
+    return load_dataset(name)[split]
+
+
+def raw_texts(source: str, all_splits: bool = False) -> list[str]:
+    """The texts of a registered dataset (its train split, or every split), a corpus file, or a .txt file (a text a
+    line, blank lines skipped; a line that is not UTF-8 is an error naming it)."""
+    if not Path(source).exists() and source in DATASETS:
+        splits = load_dataset(source)
+        return [ex.text for name, corpus in splits.items() if all_splits or name == "train" for ex in corpus]
+    if Path(source).suffix == ".txt":
+        return [text for _, line in utf8_lines(source, "a text file") if (text := line.strip())]
+    return [ex.text for ex in read_corpus(source)]
 
 
 # Split aliases, and the file-name patterns of a split's file (`{}` = the alias); a split matched by two files, by one
