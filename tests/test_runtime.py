@@ -3,8 +3,10 @@ an exported model tags like Tagger (entities and confidences, long text included
 environment where torch cannot be imported."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -316,3 +318,54 @@ def test_the_service_runs_the_runtime_without_torch(exported, tmp_path):
     assert health[1]["dataset"] == "mini" and health[1]["test_scores"] == {"mini": tagger.metrics["test"]["strict"]["f1"]}
     assert labels == [200, {"labels": sorted({t[2:] for t in tagger.featurizer.tags if t != "O"}),
                             "tags": list(tagger.featurizer.tags), "scheme": tagger.featurizer.scheme}]
+
+
+def test_zhner_serve_runtime_onnx_workers_never_import_torch(exported, tmp_path):
+    """`zhner serve --runtime onnx --workers 2` in the torch-free venv: the supervisor and both workers start without
+    torch (an import of it would fail there), answer what RuntimeTagger.predict answers, and say so in /health; the
+    model directory's own model.onnx is read (no export needed)."""
+    import urllib.request
+
+    from test_serve import free_port
+
+    out, _ = exported
+    python = _torch_free_venv(tmp_path / "venv", CLI_PACKAGES + SERVE_PACKAGES[2:-1])  # no httpx: urllib asks
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    port = free_port()
+    proc = subprocess.Popen([str(python), "-m", "zhner.cli", "serve", "-m", str(out), "--port", str(port), "--workers",
+                             "2", "--runtime", "onnx"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    url, deadline = f"http://127.0.0.1:{port}", time.time() + 90
+
+    def ask(path: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url + path, data, {"content-type": "application/json"} if data else {})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    try:
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                health = ask("/health")
+                break
+            except OSError:
+                assert time.time() < deadline, "zhner serve --runtime onnx did not start"
+                time.sleep(0.2)
+        assert health["runtime"] == "onnx" and health["model"] == "flat"
+        tagged = ask("/v1/ner", {"texts": TEXTS, "confidence": True})
+        assert [r["entities"] for r in tagged["results"]] == RuntimeTagger.load(out).predict(TEXTS, confidence=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "the onnx runtime" in err
+
+
+def test_zhner_serve_runtime_onnx_refuses_what_it_cannot_do(exported):
+    out, _ = exported
+    for extra, message in ((["--device", "cuda"], "error: --device cuda: not with --runtime onnx"),
+                           (["--runtime", "tensorrt"], "error: --runtime must be torch or onnx, not 'tensorrt'")):
+        res = subprocess.run([sys.executable, "-m", "zhner.cli", "serve", "-m", str(out), "--runtime", "onnx", *extra],
+                             capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert res.returncode != 0 and res.stderr.strip().startswith(message), res.stderr

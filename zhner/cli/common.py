@@ -37,6 +37,23 @@ class Choice(str, enum.Enum):
         return " or ".join(words) if len(words) == 2 else "one of " + ", ".join(words)
 
 
+class Runtime(Choice):
+    """What runs a tagger: PyTorch, or its exported graph on onnxruntime (zhner.runtime, no torch)."""
+
+    torch = "torch"
+    onnx = "onnx"
+
+
+def export_graph(directory: Path, path: Path) -> None:
+    """A model's graph for the torch-free runtime, exported into the cache on first use: torch is imported only now."""
+    try:
+        from zhner.export import export_for_runtime
+    except ModuleNotFoundError as exc:
+        raise ZhnerError(f"no exported graph in the cache yet ({path}), and exporting it needs {exc.name}: pip install "
+                         "torch, or copy there a graph made by `zhner export` on a machine with torch", directory) from None
+    export_for_runtime(directory, path)
+
+
 def choice_option(default: Choice | None, *names: str, kind: type[Choice] | None = None, **options: Any) -> Any:
     """typer.Option of a Choice (`kind`: its class, where the default is None). A word not among its members is the
     one-line error the CLI always gave, `--engine must be local or ray, not 'spark'` (status 2), not click's longer

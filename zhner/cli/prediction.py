@@ -10,8 +10,10 @@ import typer
 from zhner.cli.common import (
     MAX_MEMORY_MB,
     Choice,
+    Runtime,
     choice_option,
     echo_err,
+    export_graph,
     model_option,
     resolve_model_dir,
     torch_device,
@@ -38,11 +40,6 @@ class OnError(Choice):
 class Engine(Choice):
     local = "local"
     ray = "ray"
-
-
-class Runtime(Choice):
-    torch = "torch"
-    onnx = "onnx"
 
 
 def predict(
@@ -185,14 +182,6 @@ def _runtime_tagger(model_dir: str | None, nbest: int, memory_mb: float | None, 
                          "pieces fixed at export); use --runtime torch")
     if onnx is not None:
         return RuntimeTagger.load(model_dir, onnx)  # a graph of the user's (zhner export MODEL -o FILE)
-    return load_runtime(model_dir, export=_export_graph)  # MODEL/model.onnx, or the cache's (None: the default model)
+    return load_runtime(model_dir, export=export_graph)  # MODEL/model.onnx, or the cache's (None: the default model)
 
 
-def _export_graph(directory: Path, path: Path) -> None:
-    """A model's graph for the torch-free runtime, exported into the cache on first use: torch is imported only now."""
-    try:
-        from zhner.export import export_for_runtime
-    except ModuleNotFoundError as exc:
-        raise ZhnerError(f"no exported graph in the cache yet ({path}), and exporting it needs {exc.name}: pip install "
-                         "torch, or copy there a graph made by `zhner export` on a machine with torch", directory) from None
-    export_for_runtime(directory, path)

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from zhner.cli.common import MAX_SERVE_WORKERS, echo_err, model_option, resolve_model_dir, torch_device
+from zhner.cli.common import (
+    MAX_SERVE_WORKERS, Runtime, choice_option, echo_err, export_graph, model_option, resolve_model_dir, torch_device,
+)
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ def serve(
         "the model (about one per CPU core; uvicorn's supervisor starts, restarts and stops them)"
     ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
+    runtime: Runtime = choice_option(
+        Runtime.torch, "--runtime", help="torch (the model in PyTorch), or onnx: its exported graph run by zhner.runtime "
+        "on the CPU, the workers never importing torch (character taggers; exported once into the user cache if the "
+        "model directory has no model.onnx, which needs torch; no nbest, no translations)"
+    ),
 ) -> None:
     """HTTP service: POST /v1/ner (taggers) or /v1/classify (classifiers) {"text": ...} or {"texts": [...]}; GET /health;
     OpenAPI at /openapi.json."""
@@ -58,35 +65,52 @@ def serve(
         read_timeout_s=read_timeout_s,
         request_timeout_s=request_timeout_s,
     )
-    if device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
+    if runtime == Runtime.onnx:
+        _prepare_graph(path, device)
+    elif device != "cpu" or workers == 1:  # the supervisor of several workers never imports torch (~300 MB) for cpu
         torch_device(device)  # a bad --device fails here, once, rather than in every worker
     if workers > 1:
-        _serve_workers(path, device, limits, workers, host, port, access_log)
+        _serve_workers(path, device, limits, workers, host, port, access_log, runtime)
     else:
-        _serve_one(path, device, limits, host, port, access_log)
+        _serve_one(path, device, limits, host, port, access_log, runtime)
 
 
-def _serve_workers(path: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool) -> None:
+def _prepare_graph(path: Path, device: str) -> None:
+    """--runtime onnx: the model's graph made (once, into the user cache) before any worker starts, so that each
+    worker only reads it; options the runtime cannot honour are errors."""
+    from zhner.info import task_kind
+    from zhner.runtime.cache import graph_path
+
+    if device != "cpu":
+        raise ZhnerError(f"--device {device}: not with --runtime onnx (the exported graph runs on the CPU); use --runtime torch")
+    if task_kind(path) != "tagging":
+        raise ZhnerError("--runtime onnx serves taggers; serve a classifier with --runtime torch", path)
+    graph_path(path, export_graph)
+
+
+def _serve_workers(
+    path: Path, device: str, limits: Limits, workers: int, host: str, port: int, access_log: bool, runtime: Runtime
+) -> None:
     """Several processes on one port, started, restarted and stopped by uvicorn's supervisor."""
     from zhner.info import task_kind
     from zhner.serve.workers import serve_workers
 
     kind = task_kind(path)  # a missing or foreign directory fails here, before any worker starts
-    echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind)})")
-    serve_workers(path, device, limits, workers, host, port, access_log)
+    echo_err(f"serving {path} on http://{host}:{port} with {workers} workers ({_endpoints(kind, runtime)})")
+    serve_workers(path, device, limits, workers, host, port, access_log, runtime.value)
 
 
-def _serve_one(path: Path, device: str, limits: Limits, host: str, port: int, access_log: bool) -> None:
+def _serve_one(path: Path, device: str, limits: Limits, host: str, port: int, access_log: bool, runtime: Runtime) -> None:
     """This process answers: the model loaded here, uvicorn run until it is stopped."""
     import uvicorn
 
     from zhner.serve.app import create_app
     from zhner.serve.server import protocol_class
-    from zhner.serve.workers import load_pipeline
+    from zhner.serve.workers import load_served
 
-    pipeline = load_pipeline(path, device)
-    app = create_app(pipeline, limits)
-    echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(pipeline.task.kind)})")
+    model, served = load_served(path, device, runtime.value)
+    app = create_app(model, limits, served)
+    echo_err(f"serving {path} on http://{host}:{port} ({_endpoints(served.kind, runtime)})")
     log_level = "info" if access_log else "warning"
     http = protocol_class(limits.read_timeout_s)
     with _exit_cleanly_after_draining():
@@ -109,8 +133,9 @@ def _exit_cleanly_after_draining():
             signal.signal(sig, handler)
 
 
-def _endpoints(kind: str) -> str:
-    return f"POST {'/v1/ner' if kind == 'tagging' else '/v1/classify'}, GET /health, docs at /docs"
+def _endpoints(kind: str, runtime: Runtime = Runtime.torch) -> str:
+    where = ", the onnx runtime" if runtime == Runtime.onnx else ""
+    return f"POST {'/v1/ner' if kind == 'tagging' else '/v1/classify'}, GET /health, docs at /docs{where}"
 
 
 def _check_listen(host: str, port: int) -> None:
