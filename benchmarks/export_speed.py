@@ -28,7 +28,7 @@ from zhner.data.batching import length_batches  # noqa: E402
 from zhner.export import OnnxTagger, export_onnx  # noqa: E402
 from zhner.fileio import atomic_write_text  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
-from zhner.train.trainer import prepare  # noqa: E402
+from zhner.train.assemble import prepare  # noqa: E402
 
 
 def measure(name: str, seconds: float) -> dict:

@@ -24,7 +24,8 @@ def passes(config_name: str, frozen: int, sentences: int) -> dict:
     from zhner.cli import resolve_config
     from zhner.config import load_config
     from zhner.data.batching import length_batches
-    from zhner.train.trainer import make_optimizer, prepare, train_step
+    from zhner.train.assemble import prepare
+    from zhner.train.trainer import make_optimizer, train_step
 
     overrides = [f"data.max_train_sentences={sentences}", "data.max_eval_sentences=8",
                  f"model.bert_frozen_layers={frozen}"]

@@ -28,7 +28,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing zhner
 from zhner.cli import resolve_config  # noqa: E402
 from zhner.config import load_config  # noqa: E402
-from zhner.train.trainer import make_optimizer, prepare, train_step  # noqa: E402
+from zhner.train.assemble import prepare  # noqa: E402
+from zhner.train.trainer import make_optimizer, train_step  # noqa: E402
 
 
 def parse_spec(spec: str) -> tuple[str, str, list[str]]:

@@ -39,7 +39,7 @@ import torch
 torch.set_num_threads(1)
 from zhner.export import load_onnx
 from zhner.tagger import Tagger
-from zhner.train.trainer import load_splits
+from zhner.train.corpora import load_splits
 directory, graph = sys.argv[1:3]
 tagger = Tagger.load(directory) if graph == "-" else load_onnx(directory, graph)
 _, parts = load_splits(tagger.config)

@@ -18,7 +18,8 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.lexicon.table import Vectors
 from zhner.tagger import Tagger
-from zhner.train.trainer import _load_optimizer_state, _save_checkpoint, lr_lambda, make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import _load_optimizer_state, _save_checkpoint, lr_lambda, make_optimizer, train
 
 
 def tiny(name="tener_resume", extra=()):

@@ -312,7 +312,7 @@ def plot(
 
 def _own_dev(pipeline):
     """The dev split of the data the model was trained on, read as the trainer read it (types mapped, unions joined)."""
-    from zhner.train.trainer import load_splits
+    from zhner.train.corpora import load_splits
 
     return load_splits(pipeline.config)[0]["dev"]
 
@@ -337,7 +337,7 @@ def _model_corpus(config: Config, data: str, unit: str = "char", default_split: 
     (data.dataset or a data.union entry) is read as its trainer read it: that entry's type map, the config's dataset
     options; any other dataset or file goes through the first of those maps whose source types cover its own."""
     from zhner.data.catalogue import SPLITS
-    from zhner.train.trainer import data_sources, read_source
+    from zhner.train.corpora import data_sources, read_source
 
     name, _, split = data.partition(":")
     source = next((s for s in data_sources(config.data) if s.dataset == name), None)
@@ -352,7 +352,7 @@ def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
     """A corpus in the source types of one of a model's corpora (data.type_map, e.g. MSRA's NR/NS/NT, or a data.union
     entry's, e.g. Weibo's PER.NAM), mapped by the first map that covers its types; any other corpus as it is."""
     from zhner.data.corpus import map_types
-    from zhner.train.trainer import data_sources
+    from zhner.train.corpora import data_sources
 
     for source in data_sources(data):
         if source.type_map and corpus.types() and corpus.types() <= set(source.type_map):
