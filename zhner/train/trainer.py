@@ -1,46 +1,34 @@
-"""Training loop: optimiser and schedule, gradient clipping, dev-based model selection, early stopping,
-per-epoch JSONL log, and checkpoints from which an interrupted run resumes exactly where it stopped.
-
-Run directory (also the model directory of the best epoch):
-    config.yaml vocab.json model.safetensors metrics.json   the best model so far (see zhner.tagger)
-    log.jsonl                                               one line per finished epoch
-    checkpoint.pt                                           resumable state; removed when training ends
-    .zhner-lock                                             held while a training runs (zhner.train.rundir)
+"""The training loop: optimiser and schedule, gradient clipping, dev-based model selection, early stopping and the
+time budget, weight averaging, data parallelism under torchrun. The run comes assembled from its config
+(zhner.train.assemble.prepare); what is kept in its directory -- checkpoints to resume from, the per-epoch log,
+metrics.json -- is zhner.train.rundir's.
 
 $ZHNER_SLOW_STEP_S (seconds) sleeps after each step: the interruption test uses it to land a kill mid-epoch.
 """
 from __future__ import annotations
 
-import json
 import os
-import pickle
 import re
 import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO
 
 import torch
-import yaml
 from tqdm import tqdm
 
-from zhner.config import Config, TrainConfig, config_from_dict, dump_config
+from zhner.config import Config, TrainConfig
 from zhner.data.batching import length_batches
 from zhner.errors import ZhnerError
-from zhner.fileio import (
-    LOG_FILE, FileKind, check_output_dir, check_regular, parse_json, parse_yaml, read_bytes, replacing,
-    torch_archive_problem, writing,
-)
-from zhner.pipeline import METRICS, WEIGHTS, state_bytes
-from zhner.tasks import Task
+from zhner.fileio import FileKind, check_output_dir, check_regular
+from zhner.pipeline import METRICS, WEIGHTS
 from zhner.train import distributed
 from zhner.train.assemble import Run, log_info, prepare
 from zhner.train.averaging import WeightAverage
-from zhner.train.rundir import claimed, output_path
-
-CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
+from zhner.train.rundir import (
+    CHECKPOINT, LOG, append_log, claimed, fresh_state, output_path, resume, run_metrics, save_checkpoint,
+)
 
 
 def lr_lambda(config: Config, steps_per_epoch: int) -> Callable[[int], float]:
@@ -197,19 +185,11 @@ def _train_run(
     # only process 0 evaluates and saves, so only it keeps the average
     average = WeightAverage(model, tc.average_epochs * steps_per_epoch) if tc.average_epochs and ctx.is_main else None
 
-    state = {"epoch": 0, "batch": 0, "step": 0, "best_f1": float("-inf"), "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
     ckpt_path = out_dir / CHECKPOINT
-    if overwrite and ckpt_path.exists():  # --overwrite starts afresh, whatever config the interrupted run had
-        log(f"{ckpt_path}: interrupted run discarded (--overwrite)")
-        if ctx.is_main:
-            ckpt_path.unlink()
-    fresh_log = True  # a fresh run in a used directory replaces the old log with its first line, not before
-    if os.path.lexists(ckpt_path) and not overwrite:
-        state = _restore(ckpt_path, model, optimizer, scheduler, config, average)
-        log(f"resuming from {ckpt_path}: epoch {state['epoch'] + 1}, batch {state['batch']}, step {state['step']}")
-        fresh_log = False
-        if ctx.is_main:
-            _trim_log(out_dir / LOG, state["epoch"], log)
+    state = resume(out_dir, model, optimizer, scheduler, config, average, overwrite, ctx.is_main, log)
+    fresh_log = state is None  # a fresh run in a used directory replaces the old log with its first line, not before
+    if state is None:
+        state = fresh_state()
 
     if progress is None:
         progress = sys.stderr.isatty()
@@ -251,7 +231,7 @@ def _train_run(
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
                 state["elapsed"] = time.perf_counter() - started
                 state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
-                _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
+                save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
         bar.close()
         train_seconds = time.perf_counter() - t0
         loss_sum, n_sent = distributed.sum_over_processes([loss_sum, n_sent], ctx)
@@ -285,7 +265,7 @@ def _train_run(
                         for name, splits in run.parts.items()
                     }
                 record["test"] = tagger.task.headline(test)
-                tagger.metrics = _metrics(config, tagger.task, state, started, "running", dev_label)
+                tagger.metrics = run_metrics(config, tagger.task, state, started, "running", dev_label)
                 tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
                 lexicon_saved = True
             else:
@@ -296,7 +276,7 @@ def _train_run(
         if warning:
             record["warning"] = warning
             log(f"warning: {warning}")
-        _append_log(out_dir / LOG, record, fresh_log)
+        append_log(out_dir / LOG, record, fresh_log)
         fresh_log = False
         log(
             f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
@@ -309,12 +289,12 @@ def _train_run(
             stop_reason = "time_budget"
         if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
             # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
-            _save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
+            save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
         if distributed.agree(stop_reason != "completed", ctx):
             break
 
     if ctx.is_main:
-        tagger.metrics = _metrics(config, tagger.task, state, started, stop_reason, dev_label)
+        tagger.metrics = run_metrics(config, tagger.task, state, started, stop_reason, dev_label)
         tagger.save_metrics(out_dir)
         if stop_reason != "time_budget":
             ckpt_path.unlink(missing_ok=True)
@@ -345,189 +325,3 @@ def _collapse_warning(state: dict, dev: dict, patience: int | None, dev_label: s
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
-def _metrics(config: Config, task: Task, state: dict, started: float, status: str, dev_label: str) -> dict:
-    best = state["best"] or {}
-    return {
-        "model": config.model.name,
-        "dataset": config.data.dataset,
-        "task": task.kind,
-        "metric": task.metric,  # the dev metric that selected best_epoch
-        "seed": config.train.seed,
-        "status": status,
-        "best_epoch": state["best_epoch"],
-        "epochs_run": state["epoch"],
-        "dev_label": dev_label,
-        "dev": best.get("dev"),
-        "test": best.get("test"),
-        "train_seconds": round(time.perf_counter() - started, 1),
-        **({"test_per_corpus": best["test_per_corpus"]} if "test_per_corpus" in best else {}),
-        "warnings": state.get("warnings", []) + (
-            [f"ended with {dev_label} F1 0 for its last {state['zero_epochs']} epochs"]
-            if status != "running" and state.get("zero_epochs", 0) >= (config.train.collapse_epochs or 10**9)
-            else []
-        ),
-    }
-
-
-def _save_checkpoint(
-    path: Path, model, optimizer, scheduler, state: dict, config: Config, average: WeightAverage | None
-) -> None:
-    payload = {
-        "config": dump_config(config),
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "state": state,
-        "rng": torch.get_rng_state(),
-        "average": average.state_dict() if average is not None else None,
-    }
-    with replacing(path, "wb") as handle:  # a temporary file of its own: nothing planted beside it is followed
-        _torch_save(payload, handle)
-
-
-class _Writes:
-    """A file handle that keeps the OSError of a failed write: torch.save reports one (a full disk) as a RuntimeError
-    of its zip writer ("enforce fail at inline_container.cc"), which names neither the file nor the cause."""
-
-    def __init__(self, handle: IO[bytes]):
-        self.handle, self.error = handle, None
-
-    def write(self, data: bytes) -> int:
-        try:
-            return self.handle.write(data)
-        except OSError as exc:
-            self.error = exc
-            raise
-
-    def flush(self) -> None:
-        self.handle.flush()
-
-
-def _torch_save(payload: dict, handle: IO[bytes]) -> None:
-    """torch.save to `handle`; a write the disk refused is raised as its OSError, which `replacing` turns into one
-    line naming the file (the previous file stays: the new one was a temporary file of its own)."""
-    writes = _Writes(handle)
-    try:
-        torch.save(payload, writes)
-    except RuntimeError:
-        if writes.error is not None:
-            raise writes.error from None
-        raise
-
-
-def checkpoint_kind(model: torch.nn.Module) -> FileKind:
-    """A checkpoint holds the model's state, the optimiser's moments (two per weight with Adam), an average of the
-    weights and small counters: a file over six times the state (and 64 MiB) is no checkpoint of this model."""
-    return FileKind("a checkpoint of this model", 6 * state_bytes(model) + 2**26)
-
-
-def _restore(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
-    problem = torch_archive_problem(path, checkpoint_kind(model))  # before torch.load reads (or unpacks) it
-    if problem:
-        raise ZhnerError(f"cannot read this checkpoint ({problem}); delete it to start over", path)
-    try:
-        # tensors and plain containers only: a pickled object (a planted payload) is refused before anything of it runs
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        if "global" not in str(exc).lower():  # not an object the safe loader refused: garbage, a truncated file
-            raise ZhnerError("cannot read this checkpoint (UnpicklingError); delete it to start over", path) from None
-        raise ZhnerError(
-            "refused: this checkpoint holds Python objects, not only tensors and plain values (nothing of it was run); "
-            "delete it to start over", path
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file
-        raise ZhnerError(f"cannot read this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
-    missing = [k for k in CHECKPOINT_KEYS if not isinstance(payload, dict) or k not in payload]
-    if missing or not isinstance(payload["state"], dict) or not _valid_state(payload["state"]):
-        what = f"no {', '.join(missing)}" if missing else "a malformed training state"
-        raise ZhnerError(f"not a zhner checkpoint ({what}); delete it to start over", path)
-    if not _same_config(payload.get("config"), config):
-        raise ZhnerError(
-            "this run was started with a different config; resume it with the same one, use another -o, "
-            "or pass --overwrite to start afresh", path
-        )
-    try:
-        model.load_state_dict(payload["model"])
-        _load_optimizer_state(optimizer, payload["optimizer"])
-        scheduler.load_state_dict(payload["scheduler"])
-        if average is not None:
-            average.load_state_dict(payload["average"])
-        torch.set_rng_state(payload["rng"])
-    except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
-        raise ZhnerError(f"cannot resume from this checkpoint ({type(exc).__name__}); delete it to start over", path) from None
-    return payload["state"]
-
-
-CHECKPOINT_KEYS = ("config", "model", "optimizer", "scheduler", "rng", "state")
-
-
-def _valid_state(state: dict) -> bool:
-    """The counters a resumed run goes on from are integers (epoch, batch, step) and a number (elapsed seconds)."""
-    counters = all(type(state.get(k)) is int and state[k] >= 0 for k in ("epoch", "batch", "step"))
-    return counters and isinstance(state.get("elapsed"), (int, float))
-
-
-def _load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
-    """The saved moments and step counts, with this optimiser's kernel choice (fused, foreach) kept: load_state_dict
-    would put back the saving run's choice, so a run started before AdamW went fused would resume about 2x slower."""
-    kernels = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in optimizer.param_groups]
-    optimizer.load_state_dict(saved)
-    for group, kernel in zip(optimizer.param_groups, kernels):
-        group.update(kernel)
-
-
-def _same_config(saved: object, config: Config) -> bool:
-    """Whether a checkpoint's config (dump_config text) is `config`; fields added since it was written count as their
-    defaults, so a newer zhner resumes an older run. The time budget may differ: it changes where a run stops, not
-    what it trains."""
-    if saved == dump_config(config):
-        return True
-    try:
-        return _without_budget(config_from_dict(parse_yaml(saved))) == _without_budget(config)
-    except (ZhnerError, yaml.YAMLError, AttributeError, TypeError):  # TooDeep is a YAMLError here
-        return False
-
-
-def _without_budget(config: Config) -> Config:
-    return config.model_copy(update={"train": config.train.model_copy(update={"max_minutes": None})})
-
-
-def _append_log(path: Path, record: dict, fresh: bool = False) -> None:
-    """One line for the epoch, in one write; never through a symlink planted at the log's name. `fresh`: the first
-    line of a new run, which replaces an old run's log (kept until now: a run that fails first loses nothing)."""
-    if fresh:
-        with replacing(path) as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        return
-    with writing(path):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def _trim_log(path: Path, epochs_done: int, log: Callable[[str], None]) -> None:
-    """Drop log lines of epochs the checkpoint does not cover (they will be run again), and a last line cut short by
-    a kill (with a warning); a damaged line before it is an error naming it."""
-    if not os.path.lexists(path):
-        return
-    text = read_bytes(path, LOG_FILE).decode("utf-8", errors="replace")
-    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-    records = []
-    for i, (n, line) in enumerate(lines):
-        try:
-            record = parse_json(line)  # at most MAX_DEPTH levels: a deep last line is dropped as a damaged one
-            epoch = record["epoch"]
-        except (ValueError, KeyError, TypeError):
-            if i < len(lines) - 1:
-                raise ZhnerError("not a log record of zhner's; delete the line (or the file) to resume", path, n) from None
-            log(f"warning: {path}:{n}: a log line cut short (the run was killed while writing it) is dropped")
-            break
-        records.append((line, epoch))
-    kept = [line for line, epoch in records if isinstance(epoch, int) and epoch <= epochs_done]
-    # rewritten (a file of its own) when lines go, when the last lacks its newline (the next would join it), or when
-    # the name is a symlink: appends never go through one
-    if len(kept) != len(lines) or not text.endswith("\n") or path.is_symlink():
-        with replacing(path) as handle:
-            handle.write("".join(line + "\n" for line in kept))
