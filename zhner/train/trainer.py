@@ -147,112 +147,166 @@ def train(
 def _train_run(
     run: Run, out_dir: Path, ctx: distributed.Context, progress: bool | None, log: Callable[[str], None], overwrite: bool
 ) -> dict:
-    """The training loop of `train`, in a run directory this process holds."""
-    config, tagger, featurizer = run.config, run.tagger, run.featurizer
-    model, tc = tagger.model.to(ctx.device), config.train
+    """The training loop of `train`, in a run directory this process holds: epochs until the last, early stopping or
+    the time budget; then metrics.json, and the checkpoint removed (kept when the budget stopped the run)."""
+    config, tc = run.config, run.config.train
+    model = run.tagger.model.to(ctx.device)
     if ctx.world > 1:
         torch.manual_seed(tc.seed * 1000 + ctx.rank)  # each process its own dropout stream
         log(f"data parallel: {ctx.world} processes on {ctx.device.type}, {tc.batch_size} sentences per global batch")
     step_model = distributed.wrap(model, ctx)
-
-    sentences = run.splits["train"].sentences
-    base_items = featurizer.encode_all(sentences)
-    epoch_data: dict[int, tuple[list[dict], int]] = {}
-
-    def epoch_items(epoch: int) -> tuple[list[dict], int]:
-        """The encoded training sentences of an epoch, and how many mentions train.mention_replacement swapped in
-        them (the same for the same seed and epoch: a resumed run replays them)."""
-        if run.replacer is None:
-            return base_items, 0
-        if epoch not in epoch_data:
-            epoch_data.clear()
-            changed_sentences, changed, replaced = run.replacer.epoch(sentences, epoch)
-            items = list(base_items)
-            for i, item in zip(changed, featurizer.encode_all([changed_sentences[i] for i in changed])):
-                items[i] = item
-            epoch_data[epoch] = (items, replaced)
-        return epoch_data[epoch]
-
-    def epoch_batches(epoch: int) -> list[list[int]]:
-        seed = tc.seed * 100_003 + epoch
-        lengths = [it["n"] for it in epoch_items(epoch)[0]]
-        return length_batches(lengths, tc.batch_size, shuffle=True, seed=seed, max_cells=tc.max_batch_cells)
-
+    data = _EpochData(run)
     # = ceil(sentences / batch_size) unless a batch is over the cell budget (then one epoch's count stands for all)
-    steps_per_epoch = len(epoch_batches(0))
+    steps_per_epoch = len(data.batches(0))
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config, steps_per_epoch))
     # only process 0 evaluates and saves, so only it keeps the average
     average = WeightAverage(model, tc.average_epochs * steps_per_epoch) if tc.average_epochs and ctx.is_main else None
-
-    ckpt_path = out_dir / CHECKPOINT
     state = resume(out_dir, model, optimizer, scheduler, config, average, overwrite, ctx.is_main, log)
-    fresh_log = state is None  # a fresh run in a used directory replaces the old log with its first line, not before
-    if state is None:
-        state = fresh_state()
+    loop = _Loop(run, ctx, out_dir, log, model, step_model, optimizer, scheduler, average, state or fresh_state())
+    loop.fresh_log = state is None  # a fresh run in a used directory replaces the old log with its first line, not before
+    state = loop.state
 
-    if progress is None:
-        progress = sys.stderr.isatty()
-    dev_label = "dev" + (" (test used as dev)" if config.data.msra_dev == "test" and config.data.dataset == "msra" else "")
-    slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
-    started = time.perf_counter() - state["elapsed"]
+    progress = sys.stderr.isatty() if progress is None else progress
     stop_reason = "completed"
     if _budget_spent(tc, state):
         log(f"the time budget of {tc.max_minutes:g} minutes is spent ({state['elapsed'] / 60:.1f} minutes trained); "
             "raise train.max_minutes to go on")
         stop_reason = "time_budget"
-    lexicon_saved = False
     while state["epoch"] < tc.epochs and stop_reason == "completed":
         epoch = state["epoch"]
-        batches = epoch_batches(epoch)
-        train_items, replaced = epoch_items(epoch)
-        model.train()
+        batches = data.batches(epoch)
+        items, replaced = data.items(epoch)
+        loss_sum, n_sent, seconds = loop.train_epoch(batches, items, progress)
+        if not ctx.is_main:  # process 0 evaluates and saves; wait for its decision to go on or stop
+            state.update(epoch=epoch + 1, batch=0)
+            if distributed.agree(False, ctx):
+                break
+            continue
+        record, dev, score = loop.evaluate(loss_sum, n_sent, seconds, replaced)
+        loop.log_epoch(record, dev, score)
+        stop_reason = loop.end_epoch()
+        if distributed.agree(stop_reason != "completed", ctx):
+            break
+
+    if ctx.is_main:
+        run.tagger.metrics = loop.metrics(stop_reason)
+        run.tagger.save_metrics(out_dir)
+        if stop_reason != "time_budget":
+            loop.checkpoint.unlink(missing_ok=True)
+    del step_model, loop
+    distributed.finish(ctx)
+    return run.tagger.metrics if ctx.is_main else {}
+
+
+class _EpochData:
+    """The encoded training sentences of each epoch and their batches: with train.mention_replacement an epoch's
+    sentences are the training set with some mentions swapped (the same for the same seed and epoch: a resumed run
+    replays them); else every epoch's are the training set's."""
+
+    def __init__(self, run: Run):
+        self.run, self.tc = run, run.config.train
+        self.sentences = run.splits["train"].sentences
+        self.base = run.featurizer.encode_all(self.sentences)
+        self.cached: dict[int, tuple[list[dict], int]] = {}
+
+    def items(self, epoch: int) -> tuple[list[dict], int]:
+        """The encoded sentences of the epoch, and how many mentions were swapped in them."""
+        if self.run.replacer is None:
+            return self.base, 0
+        if epoch not in self.cached:
+            self.cached.clear()
+            changed_sentences, changed, replaced = self.run.replacer.epoch(self.sentences, epoch)
+            items = list(self.base)
+            for i, item in zip(changed, self.run.featurizer.encode_all([changed_sentences[i] for i in changed])):
+                items[i] = item
+            self.cached[epoch] = (items, replaced)
+        return self.cached[epoch]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """The epoch's batches (sentence indices), shuffled by (seed, epoch) and grouped by length."""
+        seed = self.tc.seed * 100_003 + epoch
+        lengths = [it["n"] for it in self.items(epoch)[0]]
+        return length_batches(lengths, self.tc.batch_size, shuffle=True, seed=seed, max_cells=self.tc.max_batch_cells)
+
+
+class _Loop:
+    """What the epochs of one run share: the model and its optimiser, schedule and weight average, the training state
+    (position, best epoch; what a checkpoint holds) and where the run is written."""
+
+    def __init__(
+        self, run: Run, ctx: distributed.Context, out_dir: Path, log: Callable[[str], None], model: torch.nn.Module,
+        step_model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR,
+        average: WeightAverage | None, state: dict,
+    ):
+        self.run, self.ctx, self.out_dir, self.log = run, ctx, out_dir, log
+        self.config, self.tc, self.tagger = run.config, run.config.train, run.tagger
+        self.model, self.step_model, self.optimizer, self.scheduler = model, step_model, optimizer, scheduler
+        self.average, self.state = average, state
+        self.checkpoint = out_dir / CHECKPOINT
+        self.fresh_log = True
+        self.lexicon_saved = False  # the lexicon never changes within a run: saved with the first best model only
+        data = self.config.data
+        self.dev_label = "dev" + (" (test used as dev)" if data.msra_dev == "test" and data.dataset == "msra" else "")
+        self.slow_step = float(os.environ.get("ZHNER_SLOW_STEP_S", "0"))
+        self.started = time.perf_counter() - state["elapsed"]
+
+    def save_checkpoint(self) -> None:
+        save_checkpoint(self.checkpoint, self.model, self.optimizer, self.scheduler, self.state, self.config, self.average)
+
+    def train_epoch(self, batches: list[list[int]], items: list[dict], progress: bool) -> tuple[float, int, float]:
+        """The epoch's steps from where the state stands (a resumed run: mid-epoch), a checkpoint every
+        train.checkpoint_every steps; returns the summed loss and sentence count (over all processes) and the seconds."""
+        state, tc, ctx = self.state, self.tc, self.ctx
+        self.model.train()
         # the part of this epoch run before an interruption (its loss and seconds) counts in the epoch's log line;
         # under torchrun only process 0's share of it was saved
         resumed = ctx.is_main and state["batch"] > 0
         loss_sum, n_sent, seconds_before = state.get("epoch_loss", (0.0, 0, 0.0)) if resumed else (0.0, 0, 0.0)
         t0 = time.perf_counter() - seconds_before
-        bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
+        bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {state['epoch'] + 1}", disable=not progress,
+                   leave=False)
         for b in range(state["batch"], len(batches)):
             part, scale = distributed.shard(batches[b], ctx)
-            batch = _to(featurizer.collate([train_items[i] for i in part]), ctx.device)
-            loss = train_step(step_model, optimizer, batch, tc, scale)
-            scheduler.step()
-            if average is not None:
-                average.update()
+            batch = _to(self.run.featurizer.collate([items[i] for i in part]), ctx.device)
+            loss = train_step(self.step_model, self.optimizer, batch, tc, scale)
+            self.scheduler.step()
+            if self.average is not None:
+                self.average.update()
             real = len(part) if scale else 0  # a borrowed sentence (weight 0) does not count
             loss_sum += loss.item() * real
             n_sent += real
             state["step"] += 1
             state["batch"] = b + 1
             bar.update(1)
-            if slow_step:
-                time.sleep(slow_step)
+            if self.slow_step:
+                time.sleep(self.slow_step)
             if ctx.is_main and state["step"] % tc.checkpoint_every == 0 and state["batch"] < len(batches):
-                state["elapsed"] = time.perf_counter() - started
+                state["elapsed"] = time.perf_counter() - self.started
                 state["epoch_loss"] = (loss_sum, n_sent, time.perf_counter() - t0)
-                save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
+                self.save_checkpoint()
         bar.close()
-        train_seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         loss_sum, n_sent = distributed.sum_over_processes([loss_sum, n_sent], ctx)
-        if not ctx.is_main:  # process 0 evaluates and saves; wait for its decision to go on or stop
-            state.update(epoch=epoch + 1, batch=0)
-            if distributed.agree(False, ctx):
-                break
-            continue
+        return loss_sum, n_sent, seconds
 
-        # with weight averaging, the average is what is evaluated and saved; training goes on from the last step
-        with average.applied() if average is not None else nullcontext():
+    def evaluate(self, loss_sum: float, n_sent: int, seconds: float, replaced: int) -> tuple[dict, dict, float]:
+        """Score the epoch's model on dev (with weight averaging, the average: training goes on from the last step);
+        a better one than the best so far is scored on test and saved. Returns the epoch's log record, the dev
+        metrics and the selection score."""
+        state, tagger, run, tc = self.state, self.tagger, self.run, self.tc
+        epoch = state["epoch"]
+        with self.average.applied() if self.average is not None else nullcontext():
             dev = tagger.evaluate(run.splits["dev"], tc.eval_batch_size)
             record = {
                 "epoch": epoch + 1,
                 "step": state["step"],
-                "lr": optimizer.param_groups[0]["lr"],
+                "lr": self.optimizer.param_groups[0]["lr"],
                 "train_loss": loss_sum / max(1, n_sent),
-                "train_sentences_per_s": n_sent / max(train_seconds, 1e-9),
+                "train_sentences_per_s": n_sent / max(seconds, 1e-9),
                 **({"bert_unk_pieces": run.unk_pieces} if run.unk_pieces else {}),
                 **({"mentions_replaced": replaced} if run.replacer is not None else {}),
-                dev_label: tagger.task.headline(dev),
+                self.dev_label: tagger.task.headline(dev),
             }
             score = tagger.task.select(dev)  # the task's selection metric (tagging: strict F1)
             if score > state["best_f1"]:
@@ -265,42 +319,46 @@ def _train_run(
                         for name, splits in run.parts.items()
                     }
                 record["test"] = tagger.task.headline(test)
-                tagger.metrics = run_metrics(config, tagger.task, state, started, "running", dev_label)
-                tagger.save(out_dir, lexicon=not lexicon_saved)  # the lexicon never changes within a run
-                lexicon_saved = True
+                tagger.metrics = self.metrics("running")
+                tagger.save(self.out_dir, lexicon=not self.lexicon_saved)
+                self.lexicon_saved = True
             else:
                 state["bad_epochs"] += 1
+        return record, dev, score
+
+    def log_epoch(self, record: dict, dev: dict, score: float) -> None:
+        """The epoch's line in log.jsonl (with a collapse warning when dev F1 has stayed 0) and in the log."""
+        state, tc, task = self.state, self.tc, self.tagger.task
         record["best_epoch"] = state["best_epoch"]
-        record["seconds"] = round(time.perf_counter() - started, 2)
-        warning = _collapse_warning(state, dev, tc.collapse_epochs, dev_label) if tagger.task.kind == "tagging" else None
+        record["seconds"] = round(time.perf_counter() - self.started, 2)
+        warning = _collapse_warning(state, dev, tc.collapse_epochs, self.dev_label) if task.kind == "tagging" else None
         if warning:
             record["warning"] = warning
-            log(f"warning: {warning}")
-        append_log(out_dir / LOG, record, fresh_log)
-        fresh_log = False
-        log(
-            f"epoch {epoch + 1}/{tc.epochs} loss {record['train_loss']:.4f} {dev_label} {tagger.task.metric} {score:.2f} "
-            f"(best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
+            self.log(f"warning: {warning}")
+        append_log(self.out_dir / LOG, record, self.fresh_log)
+        self.fresh_log = False
+        self.log(
+            f"epoch {state['epoch'] + 1}/{tc.epochs} loss {record['train_loss']:.4f} {self.dev_label} {task.metric} "
+            f"{score:.2f} (best {state['best_f1']:.2f} @ {state['best_epoch']}) {record['train_sentences_per_s']:.0f} sent/s"
         )
-        state.update(epoch=epoch + 1, batch=0, elapsed=time.perf_counter() - started, epoch_loss=(0.0, 0, 0.0))
+
+    def end_epoch(self) -> str:
+        """Move the state past the epoch; returns why training stops (early_stopping, time_budget) or "completed" to go
+        on. A checkpoint is saved when epochs remain and the run may continue (a time budget's stop included: the same
+        command with a larger budget continues it)."""
+        state, tc = self.state, self.tc
+        state.update(epoch=state["epoch"] + 1, batch=0, elapsed=time.perf_counter() - self.started, epoch_loss=(0.0, 0, 0.0))
+        stop_reason = "completed"
         if tc.patience and state["bad_epochs"] >= tc.patience:
             stop_reason = "early_stopping"
         elif _budget_spent(tc, state):
             stop_reason = "time_budget"
         if state["epoch"] < tc.epochs and stop_reason in ("completed", "time_budget"):
-            # a run stopped by its time budget keeps its checkpoint: the same command with a larger budget continues it
-            save_checkpoint(ckpt_path, model, optimizer, scheduler, state, config, average)
-        if distributed.agree(stop_reason != "completed", ctx):
-            break
+            self.save_checkpoint()
+        return stop_reason
 
-    if ctx.is_main:
-        tagger.metrics = run_metrics(config, tagger.task, state, started, stop_reason, dev_label)
-        tagger.save_metrics(out_dir)
-        if stop_reason != "time_budget":
-            ckpt_path.unlink(missing_ok=True)
-    del step_model
-    distributed.finish(ctx)
-    return tagger.metrics if ctx.is_main else {}
+    def metrics(self, status: str) -> dict:
+        return run_metrics(self.config, self.tagger.task, self.state, self.started, status, self.dev_label)
 
 
 def _budget_spent(tc: TrainConfig, state: dict) -> bool:
@@ -311,7 +369,7 @@ def _budget_spent(tc: TrainConfig, state: dict) -> bool:
 
 def _collapse_warning(state: dict, dev: dict, patience: int | None, dev_label: str) -> str | None:
     """A run whose dev F1 stays at 0 (typically a model that tags nothing, all-O) is reported, once, after `patience`
-    epochs, and again if it ends that way (see _metrics); it is not stopped, since a slow start can still escape."""
+    epochs, and again if it ends that way (see rundir.run_metrics); it is not stopped, since a slow start can still escape."""
     state["zero_epochs"] = state.get("zero_epochs", 0) + 1 if dev["strict"]["f1"] == 0 else 0
     if not patience or state["zero_epochs"] != patience:
         return None
