@@ -1,6 +1,6 @@
 """A training run assembled from its config: the corpora (zhner.train.corpora), the resources the model reads
-(zhner.train.resources: vectors, lexicon, BERT, the English encoder and its translations, dependency parses, a warm
-start), the task, the fields and the model.
+(zhner.train.resources: vectors, lexicon, BERT, the English encoder and its translations, dependency parses), a warm
+start (zhner.train.warm_start), the task, the fields and the model.
 
 `prepare` is the recipe, step by step; each step is a function of its own, callable (and tested) alone. Nothing here
 trains or writes a run directory: the loop is zhner.train.trainer, the run directory's files zhner.train.rundir.
@@ -61,6 +61,7 @@ def log_info(message: str) -> None:
 
 
 def seed_everything(seed: int) -> None:
+    """Python's, numpy's and torch's global generators (torch's draws the model's initialisation and dropout)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

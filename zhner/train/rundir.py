@@ -46,6 +46,7 @@ except ImportError:  # not POSIX: runs are not locked
 
 LOCK = ".zhner-lock"
 CHECKPOINT, LOG = "checkpoint.pt", "log.jsonl"
+Scheduler = torch.optim.lr_scheduler.LRScheduler
 # any of these in a directory marks it as a run of zhner's (with the trainer's checkpoint.pt, log.jsonl, metrics.json)
 RUN_MARKERS = (LOCK, SAVE_JOURNAL)
 
@@ -179,7 +180,7 @@ def fresh_state() -> dict:
 
 
 def resume(
-    out_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler, config: Config,
+    out_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Scheduler, config: Config,
     average: WeightAverage | None, overwrite: bool, is_main: bool, log: Callable[[str], None],
 ) -> dict | None:
     """The state to go on from when `out_dir` holds a checkpoint (model, optimiser, schedule, average and torch's
@@ -200,8 +201,11 @@ def resume(
 
 
 def save_checkpoint(
-    path: Path, model, optimizer, scheduler, state: dict, config: Config, average: WeightAverage | None
+    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Scheduler, state: dict,
+    config: Config, average: WeightAverage | None,
 ) -> None:
+    """Everything a killed run needs to go on where it stopped: the model, the optimiser's moments, the schedule, the
+    training state, torch's random state and the weight average, in one new file renamed over the last."""
     payload = {
         "config": dump_config(config),
         "model": model.state_dict(),
@@ -251,7 +255,10 @@ def checkpoint_kind(model: torch.nn.Module) -> FileKind:
     return FileKind("a checkpoint of this model", 6 * state_bytes(model) + 2**26)
 
 
-def restore_checkpoint(path: Path, model, optimizer, scheduler, config: Config, average: WeightAverage | None) -> dict:
+def restore_checkpoint(
+    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Scheduler, config: Config,
+    average: WeightAverage | None,
+) -> dict:
     """Load a checkpoint into the model, optimiser, schedule and average, and torch's random state; returns the
     training state. Anything but a checkpoint of this config and model is one error line, before any of it runs."""
     problem = torch_archive_problem(path, checkpoint_kind(model))  # before torch.load reads (or unpacks) it

@@ -236,7 +236,7 @@ class _Loop:
 
     def __init__(
         self, run: Run, ctx: distributed.Context, out_dir: Path, log: Callable[[str], None], model: torch.nn.Module,
-        step_model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR,
+        step_model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
         average: WeightAverage | None, state: dict,
     ):
         self.run, self.ctx, self.out_dir, self.log = run, ctx, out_dir, log
