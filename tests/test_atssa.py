@@ -16,7 +16,8 @@ from zhner.nn.span_position import SpanPositionEncoding
 from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.nn.word_fusion import WordFusion, words_per_char
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare, train, train_step
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train, train_step
 
 TINY_ATSSA = MINI + [
     "model.heads=2",

@@ -8,7 +8,8 @@ from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.tagger import Tagger
 from zhner.train.averaging import WeightAverage
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 
 
 def _model() -> torch.nn.Module:

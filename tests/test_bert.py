@@ -15,7 +15,9 @@ from zhner.config import load_config  # noqa: E402
 from zhner.errors import ZhnerError  # noqa: E402
 from zhner.nn.bert import BertCharFeatures  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
-from zhner.train.trainer import load_bert, prepare, train  # noqa: E402
+from zhner.train.assemble import prepare  # noqa: E402
+from zhner.train.resources import load_bert  # noqa: E402
+from zhner.train.trainer import train  # noqa: E402
 
 TINY_FLAT = MINI + ["model.heads=2", "model.head_dim=8", "data.max_train_sentences=24", "data.max_eval_sentences=8", "train.epochs=1"]
 

@@ -99,7 +99,7 @@ def test_bio_scores_exclude_a_following_inside_tag(tmp_path):
     transitions drawn so that it finds multi-character entities, checked against enumerating all 5^6 paths."""
     from conftest import REPO, TINY_TENER
     from zhner.config import load_config
-    from zhner.train.trainer import prepare
+    from zhner.train.assemble import prepare
 
     rows = [("张", "B-PER"), ("三", "I-PER"), ("在", "O"), ("北", "B-LOC"), ("京", "I-LOC"), ("。", "O")]
     for split in ("train", "dev", "test"):

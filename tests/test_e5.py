@@ -24,7 +24,8 @@ from zhner.nn.bert import BertConfig, BertModel, PretrainedBert, load_pretrained
 from zhner.pretrained import e5 as e5mod
 from zhner.pretrained.q4 import dequantize_q4, quantize_q4, read_q4_model
 from zhner.tagger import Tagger
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 
 # ---------------------------------------------------------------------------------------------------------- q4 blocks
 
@@ -321,7 +322,7 @@ def test_pretrained_cli_lists_and_builds(e5_cache, tmp_path):
 def test_words_go_through_the_unigram_model_and_pruning_keeps_their_pieces():
     from zhner.data.example import Example
     from zhner.lexicon.lexicon import Lexicon
-    from zhner.train.trainer import needed_pieces
+    from zhner.train.resources import needed_pieces
 
     pieces = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "▁ab", "c", "▁a", "bc", "▁", "b", "a", "中", "▁国", "龙"]
     scores = [0, 0, 0, 0, -1, -1, -3, -0.5, -2, -4, -4, -5, -5, -5]

@@ -14,7 +14,8 @@ from zhner.nn.flat_attention import FlatRelativeAttention, span_attention_mask
 from zhner.nn.span_position import SpanPositionEncoding, position_scores, span_distances
 from zhner.config import Config, config_from_dict, load_config
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer
 
 TINY_FLAT = MINI + [
     "model.heads=2",

@@ -12,7 +12,8 @@ from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.nn.bert import BertCharFeatures, load_pretrained, memo_disabled
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train
 
 E5_CONFIGS = ["bert_e5_resume", "bert_e5_weibo", "bert_e5_msra", "flat_e5_resume", "flat_e5_weibo", "nflat_e5_resume",
               "nflat_e5_weibo"]

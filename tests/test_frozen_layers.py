@@ -14,7 +14,8 @@ from zhner.errors import ZhnerError
 from zhner.nn.bert import BertCharFeatures, load_pretrained, memo_disabled
 from zhner.nn.local_attention import local_attention_factory
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train
 
 
 def features_of(tiny_sp_bert, frozen_layers: int, **changes) -> BertCharFeatures:

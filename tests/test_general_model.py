@@ -19,7 +19,9 @@ from zhner.data.vocab import normalize_char
 from zhner.errors import ZhnerError
 from zhner.models.modeling_flat import FLAT, FLATConfig
 from zhner.tagger import Tagger, default_model_dir
-from zhner.train.trainer import load_splits, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.corpora import load_splits
+from zhner.train.trainer import train
 
 GENERAL = REPO / "zhner" / "configs" / "flat_general.yaml"
 TINY = [

@@ -16,7 +16,8 @@ from zhner.pretrained.lac import (
     NUM_TAGS, STATE_DIM, BiGRULayer, GRUDirection, LacModel, entity_spans, lac_char, load_lac_model, words,
 )
 from zhner.tagger import Tagger
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 
 # LAC's reading of sentences whose segmentation and names are beyond doubt
 SENTENCES = {

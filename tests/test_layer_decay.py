@@ -8,7 +8,8 @@ from conftest import MINI, REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
-from zhner.train.trainer import bert_depths, lr_lambda, make_optimizer, prepare
+from zhner.train.assemble import prepare
+from zhner.train.trainer import bert_depths, lr_lambda, make_optimizer
 
 TINY = MINI + ["data.max_train_sentences=12", "data.max_eval_sentences=6", "train.epochs=1", "train.batch_size=6",
         "train.lr=0.001", "train.bert_lr=0.0001"]

@@ -154,7 +154,7 @@ def test_from_file_cut_offs_by_length_and_count(tmp_path):
 
 def test_from_jieba_cut_offs():
     full = Lexicon.from_jieba()
-    from zhner.train.trainer import load_lexicon  # what embeddings.lexicon_max_len / lexicon_min_freq call
+    from zhner.train.resources import load_lexicon  # what embeddings.lexicon_max_len / lexicon_min_freq call
 
     short = load_lexicon("jieba", max_word_len=3)
     frequent = load_lexicon("jieba", min_freq=100)

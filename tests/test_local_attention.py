@@ -21,7 +21,8 @@ from zhner.models.modeling_bert import BertClassifier, BertClassifierConfig
 from zhner.nn.bert import BertConfig, BertModel, BertSelfAttention, load_pretrained
 from zhner.nn.local_attention import GatedLocalSelfAttention, local_attention_factory
 from zhner.evaluate.attention import gate_means, local_layers, local_maps, plot_local_maps
-from zhner.train.trainer import make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train
 
 VOCAB = BERT_VOCAB
 SHAPE = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 40}

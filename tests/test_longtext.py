@@ -106,7 +106,7 @@ def test_stitch_prefers_the_span_farthest_from_an_edge():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     from zhner.config import load_config
-    from zhner.train.trainer import prepare
+    from zhner.train.assemble import prepare
 
     out = tmp_path_factory.mktemp("tener")
     run = prepare(load_config(REPO / "zhner" / "configs" / "tener_resume.yaml", TINY_TENER), log=lambda _: None)

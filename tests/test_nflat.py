@@ -17,7 +17,8 @@ from zhner.nn.position import sinusoid
 from zhner.nn.span_position import SpanPositionEncoding
 from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer
 
 TINY_NFLAT = MINI + [
     "model.heads=2", "model.head_dim=8", "data.max_train_sentences=40", "data.max_eval_sentences=8", "train.lr=0.01",

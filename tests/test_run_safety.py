@@ -80,7 +80,7 @@ def test_a_checkpoint_that_would_unpack_to_more_than_it_holds_is_refused_before_
     one line now, before torch.load."""
     import zipfile
 
-    from zhner.train import trainer
+    from zhner.train import rundir
 
     path = tmp_path / "checkpoint.pt"
     if form == "zip-bomb":  # 256 MiB of zeros in 256 kB
@@ -94,7 +94,7 @@ def test_a_checkpoint_that_would_unpack_to_more_than_it_holds_is_refused_before_
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     with pytest.raises(ZhnerError, match="compressed records" if form == "zip-bomb" else "not a zip archive") as err:
-        trainer._restore(path, model, opt, sched, tiny(), None)
+        rundir.restore_checkpoint(path, model, opt, sched, tiny(), None)
     assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
 
 
@@ -140,13 +140,13 @@ def test_a_checkpoint_is_written_as_a_new_file(tmp_path, monkeypatch):
     made = []
     real = fileio.tempfile.mkstemp
     monkeypatch.setattr(fileio.tempfile, "mkstemp", lambda **kw: made.append(kw) or real(**kw))
-    from zhner.train.trainer import _save_checkpoint
+    from zhner.train.rundir import save_checkpoint
 
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     state = {"epoch": 0, "batch": 1, "step": 1, "elapsed": 0.0}
-    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, tiny(), None)
+    save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, tiny(), None)
     assert [kw["dir"] for kw in made] == [tmp_path]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["state"] == state
@@ -182,13 +182,13 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_o
     import resource
     import signal
 
-    from zhner.train.trainer import _save_checkpoint
+    from zhner.train.rundir import save_checkpoint
 
     model = torch.nn.Linear(256, 256)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     path = tmp_path / "checkpoint.pt"
-    _save_checkpoint(path, model, opt, sched, {"epoch": 1, "batch": 0, "step": 8, "elapsed": 1.0}, tiny(), None)
+    save_checkpoint(path, model, opt, sched, {"epoch": 1, "batch": 0, "step": 8, "elapsed": 1.0}, tiny(), None)
     before = path.read_bytes()
     with torch.no_grad():
         model.weight.add_(1.0)
@@ -197,14 +197,14 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_o
         real = os.fdopen
         monkeypatch.setattr(fileio.os, "fdopen", lambda *a, **kw: FullDisk(real(*a, **kw), 100_000))
         with pytest.raises(ZhnerError) as err:
-            _save_checkpoint(path, model, opt, sched, state, tiny(), None)
+            save_checkpoint(path, model, opt, sched, state, tiny(), None)
         monkeypatch.undo()
     else:
         old_limit, old_handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, old_limit[1]))
         try:
             with pytest.raises(ZhnerError) as err:
-                _save_checkpoint(path, model, opt, sched, state, tiny(), None)
+                save_checkpoint(path, model, opt, sched, state, tiny(), None)
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
             signal.signal(signal.SIGXFSZ, old_handler)
@@ -553,12 +553,12 @@ def test_a_failed_overwrite_keeps_the_old_log_with_the_old_model(tmp_path, monke
 
 
 def test_a_damaged_log_line_before_the_last_is_an_error_naming_it(tmp_path):
-    from zhner.train.trainer import _trim_log
+    from zhner.train.rundir import trim_log
 
     log = tmp_path / "log.jsonl"
     log.write_text('{"epoch": 1}\nnot json\n{"epoch": 2}\n')
     with pytest.raises(ZhnerError) as err:
-        _trim_log(log, 2, lambda _: None)
+        trim_log(log, 2, lambda _: None)
     assert str(err.value).startswith(f"{log}:2: not a log record")
 
 

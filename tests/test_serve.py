@@ -24,7 +24,8 @@ from zhner.serve.app import Limits, ServedModel, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 
 # AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
 FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]

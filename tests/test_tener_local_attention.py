@@ -25,7 +25,8 @@ from zhner.nn.local_attention import GatedLocalSelector
 from zhner.nn.tener_attention import RelativeSelfAttention
 from zhner.syntax import window_mask
 from zhner.tagger import Tagger
-from zhner.train.trainer import make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train
 
 D, H = 16, 2
 TEXTS = ["张三，男，汉族，1965年出生，本科学历。", "现任北京大学教授", "中国人民银行行长"]

@@ -18,7 +18,9 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.lexicon.table import Vectors
 from zhner.tagger import Tagger
-from zhner.train.trainer import _load_optimizer_state, _save_checkpoint, lr_lambda, make_optimizer, prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.rundir import load_optimizer_state, save_checkpoint
+from zhner.train.trainer import lr_lambda, make_optimizer, train
 
 
 def tiny(name="tener_resume", extra=()):
@@ -286,7 +288,7 @@ def test_resume_with_another_config_is_refused(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     state = {"epoch": 0, "batch": 1, "step": 1, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "elapsed": 0.0, "best": None}
-    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
+    save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
     other = load_config(resolve_config("tener_resume"), overrides + ["train.lr=0.5"])
     with pytest.raises(ZhnerError, match="different config"):
         train(other, tmp_path, log=lambda _: None)
@@ -300,7 +302,7 @@ def test_resume_with_another_config_is_refused(tmp_path):
     with pytest.raises(ZhnerError, match="cannot read this checkpoint"):
         train(cfg, tmp_path, log=lambda _: None)
     # files torch reads but that are not zhner checkpoints (tracebacks before)
-    _save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
+    save_checkpoint(tmp_path / "checkpoint.pt", model, opt, sched, state, run.config, None)
     good = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     for foreign, message in (
         ([1, 2], "no config"),
@@ -372,7 +374,7 @@ def test_a_resumed_adamw_run_keeps_the_fused_kernel():
     model(torch.ones(1, 4)).sum().backward()
     old.step()
     optimizer = make_optimizer(model, config)
-    _load_optimizer_state(optimizer, old.state_dict())
+    load_optimizer_state(optimizer, old.state_dict())
     assert optimizer.param_groups[0]["fused"] and not optimizer.param_groups[0]["foreach"]
     assert torch.equal(optimizer.state[model.weight]["exp_avg"], old.state[model.weight]["exp_avg"])
     optimizer.step()  # the fused kernel takes the loaded state

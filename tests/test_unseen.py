@@ -16,7 +16,8 @@ from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.types import TYPE_NAMES, jieba_codes, typed_words
 from zhner.tagger import Tagger
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 
 TINY = {
     "flat": ["model.heads=2", "model.head_dim=8"],

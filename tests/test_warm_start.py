@@ -13,7 +13,8 @@ from zhner.tagger import Tagger
 from zhner.data.corpus import Corpus, Example
 from zhner.data.registry import load_dataset
 from zhner.tasks import SentenceClassification, SpanTagging
-from zhner.train.trainer import prepare, train
+from zhner.train.assemble import prepare
+from zhner.train.trainer import train
 from zhner.train.warm_start import fit_scheme, source_task
 
 TEXTS = ["张三，男，汉族，1965年出生，本科学历。", "北京大学毕业，现任中国银行行长。"]

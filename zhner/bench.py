@@ -8,7 +8,8 @@ import torch
 
 from zhner.config import Config
 from zhner.data.batching import length_batches
-from zhner.train.trainer import make_optimizer, prepare, train_step
+from zhner.train.assemble import prepare
+from zhner.train.trainer import make_optimizer, train_step
 
 
 def _timed_loop(batches: list, step, budget_s: float, warmup: int = 2) -> tuple[int, float]:

@@ -20,7 +20,8 @@ from zhner.fileio import LOG_FILE, parse_json, read_text
 from zhner.info import trained_on
 from zhner.shipped import DEFAULT_NAME, SHIPPED
 from zhner.tagger import Tagger, default_model_dir
-from zhner.train.trainer import LOG, train
+from zhner.train.rundir import LOG
+from zhner.train.trainer import train
 
 DEMO_SENTENCES = [  # not in `mini`: the model has not seen them
     "张晓明毕业于复旦大学，现任上海浦东发展银行副行长。",

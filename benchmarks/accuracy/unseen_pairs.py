@@ -104,7 +104,7 @@ def seen_unseen(run_dir: Path) -> dict:
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     import zhner
-    from zhner.train.trainer import data_sources, read_source
+    from zhner.train.corpora import data_sources, read_source
 
     tagger = zhner.load(run_dir)
     splits = read_source(tagger.config.data, data_sources(tagger.config.data)[0])

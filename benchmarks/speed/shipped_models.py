@@ -39,7 +39,7 @@ import torch
 torch.set_num_threads(1)
 from zhner.export import load_onnx
 from zhner.tagger import Tagger
-from zhner.train.trainer import load_splits
+from zhner.train.corpora import load_splits
 directory, graph = sys.argv[1:3]
 tagger = Tagger.load(directory) if graph == "-" else load_onnx(directory, graph)
 _, parts = load_splits(tagger.config)
@@ -85,7 +85,7 @@ def export(directory: Path, env: dict) -> dict[str, Path]:
 
 
 def test_texts(directory: Path, env: dict) -> list[str]:
-    code = ("import json, sys\nfrom zhner.tagger import Tagger\nfrom zhner.train.trainer import load_splits\n"
+    code = ("import json, sys\nfrom zhner.tagger import Tagger\nfrom zhner.train.corpora import load_splits\n"
             "t = Tagger.load(sys.argv[1]); splits, _ = load_splits(t.config)\n"
             "print(json.dumps([''.join(s.tokens) for s in splits['test'].sentences], ensure_ascii=False))")
     out = subprocess.run([sys.executable, "-c", code, str(directory)], env=env, check=True, capture_output=True, text=True)

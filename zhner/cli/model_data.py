@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def own_dev(pipeline: Pipeline) -> Corpus:
     """The dev split of the data the model was trained on, read as the trainer read it (types mapped, unions joined)."""
-    from zhner.train.trainer import load_splits
+    from zhner.train.corpora import load_splits
 
     return load_splits(pipeline.config)[0]["dev"]
 
@@ -26,7 +26,7 @@ def model_corpus(config: Config, data: str, unit: str = "char", default_split: s
     (data.dataset or a data.union entry) is read as its trainer read it: that entry's type map, the config's dataset
     options; any other dataset or file goes through the first of those maps whose source types cover its own."""
     from zhner.data.registry import dataset_split, load_corpus
-    from zhner.train.trainer import data_sources, read_source
+    from zhner.train.corpora import data_sources, read_source
 
     name = data.partition(":")[0]
     source = next((s for s in data_sources(config.data) if s.dataset == name), None)
@@ -39,7 +39,7 @@ def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
     """A corpus in the source types of one of a model's corpora (data.type_map, e.g. MSRA's NR/NS/NT, or a data.union
     entry's, e.g. Weibo's PER.NAM), mapped by the first map that covers its types; any other corpus as it is."""
     from zhner.data.corpus import map_types
-    from zhner.train.trainer import data_sources
+    from zhner.train.corpora import data_sources
 
     for source in data_sources(data):
         if source.type_map and corpus.types() and corpus.types() <= set(source.type_map):

@@ -10,7 +10,7 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.attention import pyplot, save_png
 from zhner.fileio import MODEL_FILE, json_value, parse_json, read_bytes, utf8_lines
 
-LOG, METRICS = "log.jsonl", "metrics.json"  # = zhner.train.trainer's names (evaluate/ sits below train/)
+LOG, METRICS = "log.jsonl", "metrics.json"  # = zhner.train.rundir's names (evaluate/ sits below train/)
 DEFAULT_METRIC = "f1_strict"
 METRIC_NAMES = {"f1_strict": "F1 (strict)", "f1_lenient": "F1 (lenient)", "macro_f1": "macro-F1", "f05": "F0.5"}
 

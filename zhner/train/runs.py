@@ -21,8 +21,9 @@ from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import headline
 from zhner import fileio
 from zhner.pipeline import METRICS, WEIGHTS, read_json, read_yaml
-from zhner.train.rundir import check_ours
-from zhner.train.trainer import CHECKPOINT, log_info, train
+from zhner.train.assemble import log_info
+from zhner.train.rundir import CHECKPOINT, check_ours
+from zhner.train.trainer import train
 
 # set by the trainer from the vectors, the data and the BERT directory: a saved config differs there by design
 _DERIVED = ("char_dim", "bigram_dim", "labels", "scheme", "vocab_sizes", "bert_config")
