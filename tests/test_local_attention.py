@@ -203,9 +203,9 @@ def test_train_bert_sst2_with_window_attention(tmp_path):
     gates = gate_means(classifier, examples, batch_size=3)
     assert len(gates) == 2 and all(0.0 < g < 0.05 for g in gates), gates
     # without --data, `zhner gates` reads the model's own dev split as the trainer did: cut to data.max_eval_sentences
-    from zhner.cli.model_data import own_dev as _own_dev
+    from zhner.train.corpora import dev_split
 
-    assert len(_own_dev(classifier).sentences) == 8
+    assert len(dev_split(classifier.config).sentences) == 8
     # Figure 3: per layer, gates and the three distributions over [CLS] + pieces + [SEP]; WLA's window blocks far keys
     maps = local_maps(classifier, SENTENCES[1])
     L = len(maps["pieces"])

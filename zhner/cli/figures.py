@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from zhner.cli.common import echo_err
-from zhner.cli.model_data import own_dev
 from zhner.errors import ZhnerError
 
 if TYPE_CHECKING:
@@ -82,11 +81,12 @@ def gates(
     from zhner.data.registry import load_corpus
     from zhner.evaluate.attention import gate_means, plot_gates
     from zhner.fileio import atomic_write_text
+    from zhner.train.corpora import dev_split
 
     rows: dict[str, list[float]] = {}
     for model_dir in model_dirs:
         pipeline = zhner.load(model_dir)
-        corpus = load_corpus(data, pipeline.featurizer.unit) if data else own_dev(pipeline)
+        corpus = load_corpus(data, pipeline.featurizer.unit) if data else dev_split(pipeline.config)
         rows[str(model_dir)] = gate_means(pipeline, corpus.sentences, batch_size)
         typer.echo(f"{model_dir}\t" + "\t".join(f"{g:.3f}" for g in rows[str(model_dir)]))
     if output is not None:

@@ -18,7 +18,6 @@ from zhner.cli.common import (
     resolve_model_dir,
     torch_device,
 )
-from zhner.cli.model_data import model_corpus
 from zhner.data.schemes import SCHEMES
 from zhner.errors import ZhnerError
 
@@ -75,6 +74,8 @@ def evaluate(
     if seen_in is not None and tagger.task.kind == "classification":
         raise ZhnerError("--seen-in scores entity mentions; this is a classification model", model_dir)
     corpus = _gold(tagger, data)
+    from zhner.train.corpora import model_corpus  # torch and the trainer's data reading only once a command runs
+
     seen = None if seen_in is None else model_corpus(tagger.config, seen_in, tagger.featurizer.unit, default_split="train")
     _print_scores(tagger.evaluate(corpus, batch_size, seen_in=seen), as_json)
 
@@ -83,6 +84,7 @@ def _gold(pipeline: Pipeline, data: str) -> Corpus:
     """DATA in the model's types, of the model's task (tags for a tagger, sentence labels for a classifier); labels it
     holds that the model never predicts are warned about."""
     from zhner.evaluate.gold import unknown_labels_warning
+    from zhner.train.corpora import model_corpus
 
     corpus = model_corpus(pipeline.config, data, pipeline.featurizer.unit)
     if (corpus.scheme is None) != (pipeline.task.kind == "classification"):

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from zhner.config import Config, DataConfig
 from zhner.data.catalogue import DATASETS
 from zhner.data.corpus import Corpus, concat_corpora, map_types, repair_tags, split_long_sentences
-from zhner.data.registry import load_dataset
+from zhner.data.registry import dataset_split, load_corpus, load_dataset
 from zhner.errors import ZhnerError
 
 
@@ -119,3 +120,28 @@ def dataset_metric(dataset: str) -> str:
 def token_unit(corpus: Corpus) -> str:
     """"word" for text read as words (English: examples record the spaces between them), else "char"."""
     return "word" if corpus.sentences and corpus.sentences[0].spaces is not None else "char"
+
+
+def dev_split(config: Config) -> Corpus:
+    """The dev split of the data a model was trained on, read as its trainer read it (types mapped, unions joined)."""
+    return load_splits(config)[0]["dev"]
+
+
+def model_corpus(config: Config, data: str, unit: str = "char", default_split: str = "test") -> Corpus:
+    """DATA (DATASET[:SPLIT] or a corpus file) in a model's entity types. A dataset the model was trained on
+    (data.dataset or a data.union entry) is read as its trainer read it: that entry's type map, the config's dataset
+    options; any other dataset or file goes through the first of those maps whose source types cover its own."""
+    name = data.partition(":")[0]
+    source = next((s for s in data_sources(config.data) if s.dataset == name), None)
+    if source is None or Path(data).is_file():
+        return _in_model_types(load_corpus(data, unit, default_split), config.data)
+    return read_source(config.data, source)[dataset_split(data, default_split)[1]]
+
+
+def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
+    """A corpus in the source types of one of a model's corpora (data.type_map, e.g. MSRA's NR/NS/NT, or a data.union
+    entry's, e.g. Weibo's PER.NAM), mapped by the first map that covers its types; any other corpus as it is."""
+    for source in data_sources(data):
+        if source.type_map and corpus.types() and corpus.types() <= set(source.type_map):
+            return map_types(corpus, source.type_map, source.field)
+    return corpus
