@@ -20,7 +20,7 @@ demo: setup
 # two processes, one per core; a file's tests stay in one process (they share module fixtures: trained tiny models);
 # files in collection order, where tests/conftest.py puts the longest first (xdist would order them by test count)
 test: setup
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 clean:
 	rm -rf $(VENV) build site *.egg-info
