@@ -14,7 +14,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.fileio import SAVE_JOURNAL
 from zhner.info import model_info
-from zhner.nn.bert import load_pretrained
+from zhner.nn.bert_checkpoint import load_pretrained
 from zhner.pretrained.e5 import BUILT_FILES, E5_NAME, E5_SAFETENSORS_SHA256, describe, e5_small_dir
 from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train

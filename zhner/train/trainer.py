@@ -53,7 +53,8 @@ from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, pa
 from zhner.models.inputs import Featurizer, fields_for
 from zhner.data.sentencepiece import char_piece, common_chinese_chars
 from zhner.models.fields import word_tokenizer
-from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
+from zhner.nn.bert import BertConfig
+from zhner.nn.bert_checkpoint import PretrainedBert, load_pretrained, minilm_dir
 from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import METRICS, WEIGHTS, Pipeline, build_model, configured, state_bytes
@@ -444,7 +445,7 @@ def load_lexicon(spec: str, max_word_len: int | None = None, min_freq: int | Non
 
 
 def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
-    """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
+    """A pretrained BERT from a local checkpoint directory (`load_pretrained`): its config, vocabulary and
     encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra, "e5-small" multilingual-E5-small
     derived from the `zhner[e5]` extra into the user cache (zhner.pretrained.e5). Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
