@@ -19,7 +19,7 @@ from zhner.errors import ZhnerError
 from zhner.models.fields import TranslationField
 from zhner.models.modeling_acts import ACTS, ACTSConfig, average_pool_words
 from zhner.nn.acts_attention import ACTSAttention, ACTSBlock, topk_mask
-from zhner.nn.bert import read_vocab
+from zhner.nn.bert_checkpoint import read_vocab
 from zhner.train.assemble import prepare
 from zhner.train.trainer import make_optimizer
 
@@ -94,7 +94,7 @@ def test_empty_key_sequence_is_finite():
 
 @pytest.fixture(scope="module")
 def minilm_vocab():
-    from zhner.nn.bert import minilm_dir
+    from zhner.nn.bert_checkpoint import minilm_dir
 
     found = minilm_dir()
     return read_vocab(found / "vocab.txt") if found else read_vocab(BERT_VOCAB / "vocab.txt")

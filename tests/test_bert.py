@@ -13,7 +13,7 @@ from conftest import BERT_VOCAB, MINI, TINY_TENER  # noqa: E402
 from zhner.cli import resolve_config  # noqa: E402
 from zhner.config import load_config  # noqa: E402
 from zhner.errors import ZhnerError  # noqa: E402
-from zhner.nn.bert import BertCharFeatures  # noqa: E402
+from zhner.nn.bert_features import BertCharFeatures  # noqa: E402
 from zhner.tagger import Tagger  # noqa: E402
 from zhner.train.assemble import prepare  # noqa: E402
 from zhner.train.resources import load_bert  # noqa: E402

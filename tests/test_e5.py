@@ -20,7 +20,8 @@ from zhner.config import load_config
 from zhner.data.sentencepiece import MARK, UnigramWords, char_piece, char_piece_ids
 from zhner.errors import ZhnerError
 from zhner.models.fields import PieceField
-from zhner.nn.bert import BertConfig, BertModel, PretrainedBert, load_pretrained
+from zhner.nn.bert import BertConfig, BertModel
+from zhner.nn.bert_checkpoint import PretrainedBert, load_pretrained
 from zhner.pretrained import e5 as e5mod
 from zhner.pretrained.q4 import dequantize_q4, quantize_q4, read_q4_model
 from zhner.tagger import Tagger

@@ -14,7 +14,8 @@ from conftest import BERT_VOCAB  # noqa: E402
 from zhner.data.example import example_from_text, words_of  # noqa: E402
 from zhner.data.wordpiece import WordPiece  # noqa: E402
 from zhner.models.modeling_bert import cls_windows, piece_lengths  # noqa: E402
-from zhner.nn.bert import BertCharFeatures, minilm_dir, read_vocab  # noqa: E402
+from zhner.nn.bert_checkpoint import minilm_dir, read_vocab  # noqa: E402
+from zhner.nn.bert_features import BertCharFeatures  # noqa: E402
 
 NFD_JOSE = unicodedata.normalize("NFD", "José")
 TEXTS = [

@@ -1,7 +1,7 @@
-"""A frozen, memoised BERT (zhner.nn.memo, zhner.nn.bert.BertCharFeatures; issue 34): the memo gives the frozen
-encoder's own outputs (to float16), each sentence is encoded once however many epochs read it, no gradient reaches the
-encoder and the optimiser holds none of its weights, and the e5 configs' `frozen` recipe trains end to end (on a tiny
-SentencePiece BERT in e5-small's place)."""
+"""A frozen, memoised BERT (zhner.nn.memo, zhner.nn.bert_features.BertCharFeatures; issue 34): the memo gives the
+frozen encoder's own outputs (to float16), each sentence is encoded once however many epochs read it, no gradient
+reaches the encoder and the optimiser holds none of its weights, and the e5 configs' `frozen` recipe trains end to end
+(on a tiny SentencePiece BERT in e5-small's place)."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +10,8 @@ import torch
 from conftest import MINI
 from zhner.cli import resolve_config
 from zhner.config import load_config
-from zhner.nn.bert import BertCharFeatures, load_pretrained, memo_disabled
+from zhner.nn.bert_checkpoint import load_pretrained
+from zhner.nn.bert_features import BertCharFeatures, memo_disabled
 from zhner.tagger import Tagger
 from zhner.train.assemble import prepare
 from zhner.train.trainer import make_optimizer, train

@@ -1,6 +1,6 @@
-"""A partly frozen BERT (`model.bert_frozen_layers`, zhner.nn.bert.BertCharFeatures; issue 34): the embeddings and the
-first K layers run in eval mode without a graph, their output at layer K is memoised per row ([CLS] and [SEP] too),
-only the layers above train and reach the optimiser, and the result is the whole encoder's (to float16 rounding at
+"""A partly frozen BERT (`model.bert_frozen_layers`, zhner.nn.bert_features.BertCharFeatures; issue 34): the embeddings
+and the first K layers run in eval mode without a graph, their output at layer K is memoised per row ([CLS] and [SEP]
+too), only the layers above train and reach the optimiser, and the result is the whole encoder's (to float16 rounding at
 layer K), windows included; the memo and the traced path agree exactly; a bad K is a one-line error."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from test_frozen import TINY, piece_batch
 from zhner.cli import resolve_config
 from zhner.config import load_config
 from zhner.errors import ZhnerError
-from zhner.nn.bert import BertCharFeatures, load_pretrained, memo_disabled
+from zhner.nn.bert_checkpoint import load_pretrained
+from zhner.nn.bert_features import BertCharFeatures, memo_disabled
 from zhner.nn.local_attention import local_attention_factory
 from zhner.tagger import Tagger
 from zhner.train.assemble import prepare

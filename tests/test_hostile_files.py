@@ -14,7 +14,7 @@ from zhner.config import load_config
 from zhner.errors import ZhnerError
 from zhner.fileio import SAVE_JOURNAL
 from zhner.info import model_info
-from zhner.nn.bert import load_pretrained
+from zhner.nn.bert_checkpoint import load_pretrained
 from zhner.pretrained.e5 import BUILT_FILES, E5_NAME, E5_SAFETENSORS_SHA256, describe, e5_small_dir
 from zhner.tagger import Tagger, default_model_dir
 from zhner.train.trainer import train
@@ -173,8 +173,6 @@ def test_a_manifest_names_only_the_files_a_build_writes(tmp_path, monkeypatch, s
 def test_a_directory_that_cannot_be_searched_is_named_not_its_journal(tmp_path, monkeypatch, shipped):
     """A model directory the OS will not let zhner look into was blamed on a journal that does not exist (issue 46).
     (The OS's refusal is simulated: the tests may run as root, whom a chmod does not stop.)"""
-    import zhner.fileio as fileio
-
     directory = tmp_path / "model"
     shutil.copytree(shipped, directory)
     real = os.lstat
@@ -184,7 +182,7 @@ def test_a_directory_that_cannot_be_searched_is_named_not_its_journal(tmp_path, 
             raise PermissionError(13, "Permission denied", str(path))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(fileio.os, "lstat", refused)
+    monkeypatch.setattr(os, "lstat", refused)
     for read in (Tagger.load, model_info):
         with pytest.raises(ZhnerError) as err:
             read(directory)

@@ -18,7 +18,8 @@ from zhner.errors import ZhnerError
 from zhner.models.fields import PieceField, SyntaxField
 from zhner.models.inputs import Featurizer, fields_for
 from zhner.models.modeling_bert import BertClassifier, BertClassifierConfig
-from zhner.nn.bert import BertConfig, BertModel, BertSelfAttention, load_pretrained
+from zhner.nn.bert import BertConfig, BertModel, BertSelfAttention
+from zhner.nn.bert_checkpoint import load_pretrained
 from zhner.nn.local_attention import GatedLocalSelfAttention, local_attention_factory
 from zhner.evaluate.attention import gate_means, local_layers, local_maps, plot_local_maps
 from zhner.train.assemble import prepare

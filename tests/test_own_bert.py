@@ -16,15 +16,9 @@ from conftest import BERT_VOCAB, TEST_DATA  # noqa: E402
 from zhner.data.registry import find_file  # noqa: E402
 from zhner.data.wordpiece import WordPiece  # noqa: E402
 from zhner.errors import ZhnerError  # noqa: E402
-from zhner.nn.bert import (  # noqa: E402
-    BertConfig,
-    BertModel,
-    BertCharFeatures,
-    BertSelfAttention,
-    load_pretrained,
-    minilm_dir,
-    read_vocab,
-)
+from zhner.nn.bert import BertConfig, BertModel, BertSelfAttention  # noqa: E402
+from zhner.nn.bert_checkpoint import load_pretrained, minilm_dir, read_vocab  # noqa: E402
+from zhner.nn.bert_features import BertCharFeatures  # noqa: E402
 
 ATOL = 1e-5
 

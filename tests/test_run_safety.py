@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 import threading
 import time
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import zhner.fileio as fileio
+import zhner.fileio.saves as saves
 from cli_runner import run_zhner
 from conftest import REPO, TINY_TENER
 from zhner.cli import resolve_config
@@ -138,8 +140,8 @@ def test_planted_symlinks_at_the_old_temporary_names_are_not_followed(tmp_path):
 def test_a_checkpoint_is_written_as_a_new_file(tmp_path, monkeypatch):
     """The temporary file is made by mkstemp (O_EXCL | O_NOFOLLOW): a name that is there already is never reused."""
     made = []
-    real = fileio.tempfile.mkstemp
-    monkeypatch.setattr(fileio.tempfile, "mkstemp", lambda **kw: made.append(kw) or real(**kw))
+    real = tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp", lambda **kw: made.append(kw) or real(**kw))
     from zhner.train.rundir import save_checkpoint
 
     model = torch.nn.Linear(2, 2)
@@ -195,7 +197,7 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_o
     state = {"epoch": 2, "batch": 0, "step": 16, "elapsed": 2.0}
     if how == "ENOSPC":
         real = os.fdopen
-        monkeypatch.setattr(fileio.os, "fdopen", lambda *a, **kw: FullDisk(real(*a, **kw), 100_000))
+        monkeypatch.setattr(os, "fdopen", lambda *a, **kw: FullDisk(real(*a, **kw), 100_000))
         with pytest.raises(ZhnerError) as err:
             save_checkpoint(path, model, opt, sched, state, tiny(), None)
         monkeypatch.undo()
@@ -338,7 +340,7 @@ def test_a_failed_save_at_any_file_leaves_the_old_model(two_models, monkeypatch)
     directory, old_predictions, new = two_models
     before = snapshot(directory)
     assert new.predict(TEXTS) != old_predictions  # the new model is told apart by what it predicts
-    real = fileio.staged_file
+    real = saves.staged_file
     calls = []
 
     def failing_at(k):
@@ -353,10 +355,10 @@ def test_a_failed_save_at_any_file_leaves_the_old_model(two_models, monkeypatch)
     files = ["config.yaml", "vocab.json", "lexicon.txt", "model.safetensors", "metrics.json", SAVE_JOURNAL]
     for k in range(1, len(files) + 1):
         calls.clear()
-        monkeypatch.setattr(fileio, "staged_file", failing_at(k))
+        monkeypatch.setattr(saves, "staged_file", failing_at(k))
         with pytest.raises((OSError, ZhnerError)):
             new.save(directory)
-        monkeypatch.setattr(fileio, "staged_file", real)
+        monkeypatch.setattr(saves, "staged_file", real)
         assert calls[-1] == files[k - 1]
         assert snapshot(directory) == before, f"failure at {files[k - 1]}"  # no file changed, no temporary file left
         assert Tagger.load(directory).predict(TEXTS) == old_predictions
@@ -370,7 +372,7 @@ def test_a_save_killed_after_its_commit_point_loads_as_the_new_model(two_models,
     next save."""
     directory, old_predictions, new = two_models
     before = sorted(snapshot(directory))
-    monkeypatch.setattr(fileio, "finish_pending_save", lambda directory: None)  # the renames never happen: a kill
+    monkeypatch.setattr(saves, "finish_pending_save", lambda directory: None)  # the renames never happen: a kill
     new.save(directory)
     monkeypatch.undo()
     killed = snapshot(directory)
@@ -387,7 +389,7 @@ def test_a_load_during_a_saves_renames_reads_the_new_set_and_leaves_the_renames_
     gives the committed model and writes nothing; the save then finishes its own renames (issue 46, item 3: a load
     finished them itself, and the trainer's own renames then failed)."""
     directory, old_predictions, new = two_models
-    real, saver = fileio.finish_pending_save, []
+    real, saver = saves.finish_pending_save, []
     committed, go = threading.Event(), threading.Event()
 
     def paused(path):
@@ -396,7 +398,7 @@ def test_a_load_during_a_saves_renames_reads_the_new_set_and_leaves_the_renames_
             assert go.wait(60)
         real(path)
 
-    monkeypatch.setattr(fileio, "finish_pending_save", paused)
+    monkeypatch.setattr(saves, "finish_pending_save", paused)
     errors = []
 
     def save():

@@ -10,7 +10,8 @@ same recursion and tie-breaking as zhner.nn.crf.CRF.viterbi_tensor. OnnxTagger f
 the piece size it cuts long text at is written into the graph's metadata here). Featurization (vocabularies, lexicon
 matching) comes from the model directory, as for Tagger. ACT-S's graph takes the translation field's tensors too (the
 English pieces, their words, the word mask). A frozen BERT (ACT-S's English side, a frozen character encoder) runs in the
-graph instead of reading its memo (`zhner.nn.bert.memo_disabled`), rounded to float16 as the memo keeps its outputs.
+graph instead of reading its memo (`zhner.nn.bert_features.memo_disabled`), rounded to float16 as the memo keeps its
+outputs.
 
     zhner export runs/flat_resume               # -> runs/flat_resume/model.onnx
     OnnxTagger.load("runs/flat_resume").predict(["张三毕业于北京大学。"])
@@ -33,7 +34,7 @@ from zhner.data.example import Example
 from zhner.data.longtext import token_parts
 from zhner.errors import ZhnerError
 from zhner.fileio import staged_path, writing
-from zhner.nn.bert import BertCharFeatures, memo_disabled
+from zhner.nn.bert_features import BertCharFeatures, memo_disabled
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.decoding import viterbi

@@ -57,20 +57,27 @@ def last_line(path: Path) -> str:
 
 def counting_rereads() -> list[int]:
     """How many times a load found that a save had landed in its reads, and read the new set again
-    (zhner.fileio._View.unchanged was false). Empty for a zhner without it."""
+    (zhner.fileio.saves._View.unchanged was false; zhner.fileio._View before fileio became a package). Empty for a
+    zhner without it."""
+    import importlib
+
     import zhner.fileio as fileio
 
+    try:
+        view = importlib.import_module("zhner.fileio.saves")._View
+    except (ImportError, AttributeError):
+        view = getattr(fileio, "_View", None)
     rereads: list[int] = []
-    if hasattr(fileio, "_View"):
+    if view is not None:
         rereads.append(0)
-        unchanged = fileio._View.unchanged
+        unchanged = view.unchanged
 
         def counted(self) -> bool:
             same = unchanged(self)
             rereads[0] += not same
             return same
 
-        fileio._View.unchanged = counted
+        view.unchanged = counted
     return rereads
 
 

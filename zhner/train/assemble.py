@@ -25,7 +25,7 @@ from zhner.lexicon.lexicon import Lexicon
 from zhner.lexicon.table import Vectors
 from zhner.lexicon.vectors import embedding_matrix, load_vectors
 from zhner.models.inputs import Featurizer, fields_for
-from zhner.nn.bert import PretrainedBert
+from zhner.nn.bert_checkpoint import PretrainedBert
 from zhner.nn.embedding import load_matrix
 from zhner.pipeline import Pipeline, build_model, configured
 from zhner.tagger import Tagger

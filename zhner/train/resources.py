@@ -21,7 +21,8 @@ from zhner.lexicon.table import Vectors
 from zhner.lexicon.types import JIEBA_ENTITY, SOURCES, jieba_codes, typed_words
 from zhner.lexicon.vectors import load_vectors
 from zhner.models.fields import word_tokenizer
-from zhner.nn.bert import BertConfig, PretrainedBert, load_pretrained, minilm_dir
+from zhner.nn.bert import BertConfig
+from zhner.nn.bert_checkpoint import PretrainedBert, load_pretrained, minilm_dir
 from zhner.pretrained import E5_NAME, e5_small_dir
 from zhner.syntax import ParseCache, add_heads, make_parser, parse_cache_dir, parse_report
 from zhner.train.corpora import token_unit
@@ -120,7 +121,7 @@ def load_english_bert(config: Config) -> PretrainedBert | None:
 
 
 def load_bert(spec: str, weights: bool = True, shape: dict | None = None, where: str = "model.bert") -> PretrainedBert:
-    """A pretrained BERT from a local checkpoint directory (`zhner.nn.bert.load_pretrained`): its config, vocabulary and
+    """A pretrained BERT from a local checkpoint directory (`load_pretrained`): its config, vocabulary and
     encoder weights. "minilm" names all-MiniLM-L6-v2 from the `zhner[pretrained]` extra, "e5-small" multilingual-E5-small
     derived from the `zhner[e5]` extra into the user cache (zhner.pretrained.e5). Hub names are not downloaded:
     zhner reads only local files. `weights=False` takes the directory's config (with `shape`'s fields replaced) and
