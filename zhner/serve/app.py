@@ -65,10 +65,15 @@ class ServedModel:
     def of_pipeline(cls, pipeline: Any) -> "ServedModel":
         """A zhner.tagger.Tagger's or zhner.classifier.Classifier's description, from its config and metrics."""
         data = pipeline.config.data
+        union = [part.dataset for part in getattr(data, "union", None) or []]
         return cls(
-            kind=pipeline.task.kind, tags=list(pipeline.featurizer.tags), scheme=getattr(pipeline.featurizer, "scheme", None),
-            model=pipeline.config.model.name, corpora=[data.dataset] + [part.dataset for part in getattr(data, "union", None) or []],
-            metrics=getattr(pipeline, "metrics", None) or {}, crf=getattr(pipeline.model, "crf", None) is not None,
+            kind=pipeline.task.kind,
+            tags=list(pipeline.featurizer.tags),
+            scheme=getattr(pipeline.featurizer, "scheme", None),
+            model=pipeline.config.model.name,
+            corpora=[data.dataset, *union],
+            metrics=getattr(pipeline, "metrics", None) or {},
+            crf=getattr(pipeline.model, "crf", None) is not None,
         )
 
     @property
