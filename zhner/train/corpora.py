@@ -135,7 +135,8 @@ def model_corpus(config: Config, data: str, unit: str = "char", default_split: s
     source = next((s for s in data_sources(config.data) if s.dataset == name), None)
     if source is None or Path(data).is_file():
         return _in_model_types(load_corpus(data, unit, default_split), config.data)
-    return read_source(config.data, source)[dataset_split(data, default_split)[1]]
+    split = dataset_split(data, default_split)[1]  # an unknown split is named before any file is looked for
+    return read_source(config.data, source)[split]
 
 
 def _in_model_types(corpus: Corpus, data: DataConfig) -> Corpus:
