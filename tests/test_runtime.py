@@ -196,6 +196,18 @@ def _torch_free_venv(where: Path, packages: tuple[str, ...] = ("numpy", "onnxrun
     return where / "bin" / "python"
 
 
+def _torch_free_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def _run_torch_free(python: Path, script: str, cwd: Path):
+    """`script` run by the torch-free venv's python with TEXTS as JSON on stdin; what it printed, read as JSON."""
+    res = subprocess.run([str(python), "-c", script], input=json.dumps(TEXTS), capture_output=True, text=True,
+                         env=_torch_free_env(), cwd=cwd)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
 def test_runtime_runs_without_torch(exported, tmp_path):
     out, tagger = exported
     python = _torch_free_venv(tmp_path / "venv", ("numpy", "onnxruntime", "jieba"))
@@ -209,11 +221,7 @@ def test_runtime_runs_without_torch(exported, tmp_path):
         "assert not any(m == 'torch' or m.startswith(('torch.', 'zhner.models', 'zhner.nn', 'zhner.train'))"
         " for m in sys.modules), sorted(sys.modules)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    res = subprocess.run([str(python), "-c", script], input=json.dumps(TEXTS), capture_output=True, text=True,
-                         env=env, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    got = json.loads(res.stdout)
+    got = _run_torch_free(python, script, tmp_path)
     expected = tagger.predict(TEXTS, confidence=True)
     assert [[(e["start"], e["end"], e["type"]) for e in row] for row in got] == [
         [(e["start"], e["end"], e["type"]) for e in row] for row in expected]
@@ -228,7 +236,7 @@ def test_cli_predicts_with_the_runtime_without_torch(exported, tmp_path):
     out, _ = exported
     python = _torch_free_venv(tmp_path / "venv", CLI_PACKAGES)
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _torch_free_env()
     args = ["-m", "zhner.cli", "predict", str(tmp_path / "in.txt"), "-m", str(out), "--confidence"]
     res = subprocess.run([str(python), *args, "--runtime", "onnx"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -305,11 +313,7 @@ def test_the_service_runs_the_runtime_without_torch(exported, tmp_path):
         "               client.get('/v1/labels')]\n"
         "print(json.dumps([[a.status_code, a.json()] for a in answers]))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    res = subprocess.run([str(python), "-c", script], input=json.dumps(TEXTS), capture_output=True, text=True,
-                         env=env, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    (tagged, nbest, health, labels) = json.loads(res.stdout)
+    (tagged, nbest, health, labels) = _run_torch_free(python, script, tmp_path)
     assert tagged[0] == 200 and [r["entities"] for r in tagged[1]["results"]] == RuntimeTagger.load(out).predict(
         TEXTS, confidence=True)
     assert sum(len(r["entities"]) for r in tagged[1]["results"]) > 0
@@ -330,7 +334,7 @@ def test_zhner_serve_runtime_onnx_workers_never_import_torch(exported, tmp_path)
 
     out, _ = exported
     python = _torch_free_venv(tmp_path / "venv", CLI_PACKAGES + SERVE_PACKAGES[2:-1])  # no httpx: urllib asks
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _torch_free_env()
     port = free_port()
     proc = subprocess.Popen([str(python), "-m", "zhner.cli", "serve", "-m", str(out), "--port", str(port), "--workers",
                              "2", "--runtime", "onnx"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
