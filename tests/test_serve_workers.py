@@ -185,6 +185,24 @@ def drained_request(url: str, results: list) -> threading.Thread:
     return thread
 
 
+def sigterm(proc: subprocess.Popen) -> str:
+    """SIGTERM to the server; its stderr once it has exited."""
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=120)[1]
+
+
+def sigterm_during_a_request(proc: subprocess.Popen, url: str) -> tuple[list, str]:
+    """SIGTERM half a second into a drained_request: the request's response (if it got one) and the server's stderr."""
+    results: list = []
+    try:
+        thread = drained_request(url, results)
+        time.sleep(0.5)
+    finally:
+        err = sigterm(proc)
+    thread.join(120)
+    return results, err
+
+
 def test_a_killed_worker_is_logged_and_replaced_and_sigterm_drains(model_dir):
     """A SIGKILLed worker: the supervisor logs its death and its replacement at WARNING, and the replacement serves.
     SIGTERM then lets an in-flight request finish and the server exits 0. The supervisor never loads torch."""
@@ -201,13 +219,10 @@ def test_a_killed_worker_is_logged_and_replaced_and_sigterm_drains(model_dir):
         while not new:
             assert time.time() < deadline, "the killed worker was not replaced"
             new = worker_pids(url, 1, tries=8) - pids
-        results: list = []
-        thread = drained_request(url, results)
-        time.sleep(0.5)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    thread.join(120)
+    except BaseException:
+        sigterm(proc)
+        raise
+    results, err = sigterm_during_a_request(proc, url)
     assert proc.returncode == 0, err
     assert results and results[0].status_code == 200 and len(results[0].json()["results"]) == 200
     replacement = next(iter(new))
@@ -219,14 +234,7 @@ def test_one_worker_drains_and_exits_0_on_sigterm(model_dir):
     """Without --workers, SIGTERM stops the server as Ctrl-C does: the request in flight is answered, exit 0 (uvicorn
     raises the signal again once it has stopped; that is not a failure)."""
     proc, url = start_workers(model_dir, workers=None)
-    try:
-        results: list = []
-        thread = drained_request(url, results)
-        time.sleep(0.5)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    thread.join(120)
+    results, err = sigterm_during_a_request(proc, url)
     assert proc.returncode == 0, err
     assert results and results[0].status_code == 200
     assert "Traceback" not in err and "terminated" not in err
