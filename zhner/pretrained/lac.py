@@ -146,16 +146,30 @@ class LacModel:
         """The top BiGRU layer's output: chars (n) -> [n, 256] float32 ([forward ; backward])."""
         return self.states_batch([chars])[0]
 
-    def states_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """`states` of several sentences at once (one loop over the longest): a list of [n_b, 256]."""
+    def states_batch(self, sentences: Sequence[Sequence[str]], engine: str = "auto") -> list[np.ndarray]:
+        """`states` of several sentences at once (one loop over the longest): a list of [n_b, 256].
+        engine "onnxruntime" runs the BiGRU layers in onnxruntime (zhner.pretrained.lac_onnx), "numpy" here; "auto"
+        takes onnxruntime where it is installed and the model has LAC's own GRU convention (origin_mode off)."""
+        if engine not in ("auto", "numpy", "onnxruntime"):
+            raise ValueError(f"unknown engine {engine!r}: auto, numpy or onnxruntime")
         lengths = [len(s) for s in sentences]
         L = max(lengths, default=0)
         ids = np.zeros((len(sentences), L), dtype=np.int64)
         for b, chars in enumerate(sentences):
             ids[b, : len(chars)] = self.ids(chars)
-        x = self.embedding[ids]  # [B, L, 128]
-        for layer in self.layers:
-            x = layer.run(x, lengths, self.origin_mode)  # [B, L, 256]
+        session = None
+        if engine != "numpy" and L and not self.origin_mode:
+            from zhner.pretrained.lac_onnx import ort_bigru  # here: lac_onnx builds on this module
+
+            session = ort_bigru(self)
+        if session is None and engine == "onnxruntime":
+            raise ZhnerError("engine onnxruntime needs onnxruntime installed and origin_mode off")
+        if session is not None:
+            x = session.states(ids, lengths)  # [B, L, 256]
+        else:
+            x = self.embedding[ids]  # [B, L, 128]
+            for layer in self.layers:
+                x = layer.run(x, lengths, self.origin_mode)  # [B, L, 256]
         return [x[b, :n] for b, n in enumerate(lengths)]
 
     def scores(self, chars: Sequence[str]) -> np.ndarray:
