@@ -12,34 +12,33 @@ import numpy as np
 def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, trans: np.ndarray, end: np.ndarray) -> list[list[int]]:
     """Best tag path per sequence, emissions [B, L, T] (float32), trans [T, T] (from, to); the recursion of
     CRF.viterbi_tensor: delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], ties to the lowest index.
-    All sequences step together (past a sequence's end its delta is carried and its backpointer is the identity, as
-    in viterbi_tensor), so a batch costs one loop over its longest sequence, not one per sequence."""
+    All sequences step together, so a batch costs one loop over its longest sequence, not one per sequence; each
+    step is four numpy calls (add, argmax, max, add). Past a sequence's end its steps go on unused: its last delta is
+    read at its own last position, and the walk back starts there."""
     B = len(lengths)
     if B == 0:
         return []
     L = max(lengths)
     e = emissions[:B, :L]
     T = e.shape[2]
-    lengths_ = np.asarray(lengths)
-    delta = start + e[:, 0]  # [B, T]
-    back = np.empty((max(L - 1, 0), B, T), dtype=np.int64)
-    identity = np.arange(T)
-    rows = np.arange(B)
+    last = np.asarray(lengths) - 1  # [B]
+    deltas = np.empty((L, B, T), dtype=np.result_type(e, trans, start))
+    deltas[0] = start + e[:, 0]  # [B, T]
+    back = np.empty((max(L - 1, 0), B, T), dtype=np.intp)
+    step = np.empty((B, T, T), dtype=deltas.dtype)
+    to_from = np.ascontiguousarray(trans.T)  # [T(to), T(from)]: each step reduces over its last, contiguous axis
     for i in range(1, L):
-        step = delta[:, :, None] + trans  # [B, T(from), T(to)]
-        arg = step.argmax(axis=1)  # [B, T]
-        best = np.take_along_axis(step, arg[:, None, :], axis=1)[:, 0]  # the max, read at the argmax
-        keep = (lengths_ > i)[:, None]
-        delta = np.where(keep, best + e[:, i], delta)
-        back[i - 1] = np.where(keep, arg, identity)
-    tag = (delta + end).argmax(axis=1)  # [B]
-    path = np.empty((B, L), dtype=np.int64)
-    path[:, L - 1] = tag
+        np.add(deltas[i - 1][:, None, :], to_from, out=step)  # [B, T(to), T(from)]
+        step.argmax(axis=2, out=back[i - 1])  # [B, T]
+        np.add(step.max(axis=2), e[:, i], out=deltas[i])  # the max is the entry at the argmax, exactly
+    rows = np.arange(B)
+    tag = (deltas[last, rows] + end).argmax(axis=1)  # [B]: each sequence's best last tag
+    path = np.zeros((B, L), dtype=np.intp)
+    path[rows, last] = tag
     for i in range(L - 2, -1, -1):
-        tag = back[i, rows, tag]
-        path[:, i] = tag
-    # past a sequence's end the backpointers are the identity, so its final tag walks back to its last token: the
-    # first n entries of a row are its path
+        inside = i < last  # sequences whose position i + 1 is real: step back through its pointer
+        tag = np.where(inside, back[i, rows, tag], tag)
+        path[:, i] = np.where(inside, tag, path[:, i])
     return [row[:n] for row, n in zip(path.tolist(), lengths)]
 
 
