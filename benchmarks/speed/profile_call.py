@@ -29,7 +29,7 @@ STAGES = [
     ("split long text", 1, "zhner.tagger:Tagger", "split"),
     ("features (encode_all)", 1, "zhner.models.inputs:Featurizer", "encode_all"),
     ("lexicon matching", 2, "zhner.lexicon.lexicon:Lexicon", "match"),
-    ("LAC features (BiGRU, numpy)", 2, "zhner.models.fields:LacField", "prepare"),  # since issue 47 ahead of encode_all
+    ("LAC features (BiGRU)", 2, "zhner.models.fields:LacField", "prepare"),  # since issue 47 ahead of encode_all
     ("collate to tensors", 1, "zhner.models.inputs:Featurizer", "collate"),
     ("model: emissions", 1, "zhner.models.modeling_flat:FLAT", "emissions"),
     ("lattice embeddings", 2, "zhner.models.modeling_flat:FLAT", "lattice"),

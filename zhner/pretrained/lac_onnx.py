@@ -1,8 +1,8 @@
 """LAC's two BiGRU layers (zhner.pretrained.lac) as one ONNX graph run by onnxruntime, when it is installed.
 
-The numpy loop in `BiGRULayer.run` costs about a dozen numpy calls a character step; onnxruntime's GRU kernel runs the
-same recurrence in one C++ loop. Measured on MSRA's test set (benchmarks/speed/lac_bigru.py): see
-benchmarks/results/lac_bigru.json. The graph is written here byte by byte (`_Proto`: the few protobuf messages of
+The numpy loop in `BiGRULayer.run` makes about a dozen numpy calls a character step, each a pass over [2, B, 3H]
+arrays; onnxruntime's GRU kernel runs the same recurrence in one C++ loop. The speed of both on the three test sets:
+benchmarks/speed/lac_bigru.py (benchmarks/results/lac_bigru.json). The graph is written here byte by byte (`_Proto`: the few protobuf messages of
 onnx.proto it needs), so the torch-free runtime needs no `onnx` package, only onnxruntime.
 
 ONNX's GRU (opset 14, `linear_before_reset=0`) is PaddlePaddle's `dynamic_gru` (lac.py's docstring) up to the sign of
@@ -17,7 +17,7 @@ each sentence's last character, as `_reversal` does for numpy; outputs past a se
 """
 from __future__ import annotations
 
-import struct
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -156,17 +156,20 @@ class OrtBiGRU:
         return self.session.run(None, feed)[0]
 
 
-_SESSIONS: dict[int, tuple[LacModel, OrtBiGRU]] = {}  # id(lac) -> (lac, its session): a model's weights are read once
+# (process, id(lac)) -> (lac, its session): made once per model and process (a forked worker, e.g. `zhner serve
+# --workers`, makes its own rather than share its parent's)
+_SESSIONS: dict[tuple[int, int], tuple[LacModel, OrtBiGRU]] = {}
 
 
 def ort_bigru(lac: LacModel) -> OrtBiGRU | None:
-    """The onnxruntime BiGRU of `lac` (made once per model), or None where onnxruntime is not installed."""
-    if id(lac) not in _SESSIONS:
+    """The onnxruntime BiGRU of `lac`, or None where onnxruntime is not installed."""
+    key = (os.getpid(), id(lac))
+    if key not in _SESSIONS:
         try:
             import onnxruntime  # noqa: F401
         except ImportError:
             return None
         if len(_SESSIONS) >= 4:  # LacModel.variant makes new models: keep a few sessions, not one per call
             _SESSIONS.clear()
-        _SESSIONS[id(lac)] = (lac, OrtBiGRU(lac))  # the model is kept with its session, so its id stays its own
-    return _SESSIONS[id(lac)][1]
+        _SESSIONS[key] = (lac, OrtBiGRU(lac))  # the model is kept with its session, so its id stays its own
+    return _SESSIONS[key][1]
