@@ -32,7 +32,7 @@ GROUPS = {
     "accuracy": "what a model finds: scores, paired comparisons, analyses",
     "service": "`zhner serve` and batch tagging under load",
     "resources": "memory and start-up",
-    "device": "the run made first whenever a GPU machine is lent (issue 50): e5 and BERT rows on MSRA",
+    "device": "the run made first whenever a GPU machine is lent: e5 and BERT rows on MSRA",
 }
 ZHNER_COMMANDS = {"bench": "speed", "compare": "accuracy", "gates": "accuracy", "sweep": "accuracy",
                   "attention": "accuracy"}  # zhner commands that write a results file themselves, and what it measures

@@ -36,7 +36,8 @@ BENCHMARK_DATA = benchmark_data()
 
 # the files that take longest (a minute or more of one core each) run first, so that under `make test` (`--dist loadfile
 # --no-loadscope-reorder`) the other process fills the time with short files instead of one of them running late alone
-LONG_FILES_FIRST = ("test_readme.py", "test_export.py", "test_acts.py", "test_cli.py")
+LONG_FILES_FIRST = ("test_readme.py", "test_export.py", "test_acts.py", "test_cli.py", "test_docs_examples.py",
+                    "test_runtime.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -94,6 +95,22 @@ TINY_TENER = [
     "train.batch_size=8",
     "train.lr=0.01",
 ]
+
+# AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
+FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
+
+
+@pytest.fixture(scope="session")
+def finds_entities_model(tmp_path_factory) -> Path:
+    """tener_resume trained on TINY_TENER + FINDS_ENTITIES, once per test process: the model the service's, the
+    workers' and Ray's tests (tests/test_serve*.py, tests/test_ray_predict.py) serve and tag with; read only."""
+    from zhner.cli import resolve_config
+    from zhner.config import load_config
+    from zhner.train.trainer import train
+
+    out = tmp_path_factory.mktemp("finds_entities_model")
+    train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
+    return out
 
 
 # -- a tiny SentencePiece BERT (tests/test_e5.py, tests/test_frozen.py) ----------------------------------------------

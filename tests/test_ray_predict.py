@@ -7,15 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_TENER, deadline
-from test_serve import FINDS_ENTITIES, run_main
-from zhner.cli import resolve_config
-from zhner.config import load_config
+from conftest import deadline
+from test_serve import run_main
 from zhner.data.registry import load_dataset
 from zhner.errors import ZhnerError
 from zhner.serve.predict import predict_stream
 from zhner.tagger import Tagger
-from zhner.train.trainer import train
 
 ray = pytest.importorskip("ray")
 from zhner.integrations.ray import predict_file  # noqa: E402  (needs ray)
@@ -28,10 +25,8 @@ BAD_LINES = {  # line number in the input -> what is wrong with it
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ray_model")
-    train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
-    return out
+def model_dir(finds_entities_model):
+    return finds_entities_model  # TINY_TENER + FINDS_ENTITIES, trained once per test process (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +56,22 @@ def inputs(tmp_path_factory):
     return with_bad, good
 
 
-def test_the_cli_writes_what_predict_writes_and_nothing_of_rays_own(model_dir, inputs, tmp_path):
+@pytest.fixture(scope="module")
+def local_output(model_dir, inputs, tmp_path_factory):
+    """What a local predict (no Ray) writes for the good lines: the file both Ray paths must write, byte for byte."""
+    _, good = inputs
+    expected = tmp_path_factory.mktemp("ray_local") / "local.jsonl"
+    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    return expected
+
+
+def test_the_cli_writes_what_predict_writes_and_nothing_of_rays_own(model_dir, inputs, local_output, tmp_path):
     """`zhner predict --engine ray` as a user runs it, starting (and stopping) its own local Ray instance: the records
     of a local predict, and stderr empty -- no token-authentication notice, no core worker line, no deprecation."""
     from cli_runner import run_zhner
 
     _, good = inputs
-    expected = tmp_path / "local.jsonl"
-    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+    expected = local_output
     res = run_zhner("predict", "-m", model_dir, "--engine", "ray", "--workers", "1", good, "-o", tmp_path / "ray.jsonl",
                     cwd=tmp_path, timeout=600)
     assert res.returncode == 0 and res.stderr == "", res.stderr
@@ -91,10 +94,9 @@ def test_ray_address_joins_the_cluster_it_names(monkeypatch):
     assert all(c["log_to_driver"] is False for c in calls)
 
 
-def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, tmp_path):
-    with_bad, good = inputs
-    expected = tmp_path / "local.jsonl"
-    predict_stream(Tagger.load(model_dir), str(good), expected, jsonl_input=True)
+def test_ray_writes_what_predict_writes_and_skips_bad_lines(model_dir, local_ray, inputs, local_output, tmp_path):
+    with_bad, _ = inputs
+    expected = local_output
     reports: list[str] = []
     written, skipped = predict_file(  # 200 lines a call: five calls over the two actors, whose order must be kept
         str(with_bad), tmp_path / "ray.jsonl", model_dir, workers=2, jsonl=True, on_error="skip", log=reports.append,

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_runner import run_zhner
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PORT_IN_README = "8000"
@@ -175,8 +177,7 @@ def test_readme_example_output_is_what_predict_prints(tmp_path: Path):
     """The JSON line the README shows is the shipped model's real answer to the README's own sentence."""
     shown = next(b.code for b in readme_blocks(README.read_text(encoding="utf-8")) if b.lang == "json")
     text = json.loads(shown)["text"]
-    done = subprocess.run([sys.executable, "-m", "zhner.cli", "predict", "--text", text], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = run_zhner("predict", "--text", text, cwd=tmp_path)  # its own process, forked with torch imported (cli_runner)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout) == json.loads(shown)
 

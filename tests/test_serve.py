@@ -15,20 +15,16 @@ import httpx
 import pytest
 import uvicorn
 
-from conftest import REPO, TINY_TENER
+from conftest import FINDS_ENTITIES, REPO  # noqa: F401 - FINDS_ENTITIES: the other service tests import it from here
 from test_acts import tiny_config
-from zhner.cli import resolve_config
-from zhner.config import config_from_dict, load_config
+from zhner.config import config_from_dict
 from zhner.data.registry import load_dataset
 from zhner.serve.app import Limits, ServedModel, create_app
 from zhner.serve.batcher import MicroBatcher, Overloaded
 from zhner.serve.server import protocol_class
 from zhner.tagger import Tagger
 from zhner.train.assemble import prepare
-from zhner.train.trainer import train
 
-# AdamW for 8 short epochs: still seconds, but the model then finds entities, so offsets get checked
-FINDS_ENTITIES = ["train.epochs=8", "data.max_train_sentences=96", "train.optimizer=adamw", "train.lr=0.005"]
 LIMITS = Limits(max_body_bytes=20_000, max_text_chars=500, max_texts=8, batch_wait_ms=20, read_timeout_s=2)
 
 
@@ -54,11 +50,8 @@ def live_server(app):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve_model")
-    config = load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES)
-    train(config, out, log=lambda _: None)
-    return out
+def model_dir(finds_entities_model):
+    return finds_entities_model  # trained once per test process (tests/conftest.py), shared with the workers' and Ray's tests
 
 
 @pytest.fixture(scope="module")

@@ -13,20 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import REPO, TINY_TENER
-from test_serve import FINDS_ENTITIES, free_port, run_main
-from zhner.cli import resolve_config
-from zhner.config import load_config
+from conftest import REPO
+from test_serve import free_port, run_main
 from zhner.serve import server as server_module
 from zhner.tagger import Tagger
-from zhner.train.trainer import train
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("workers_model")
-    train(load_config(resolve_config("tener_resume"), TINY_TENER + FINDS_ENTITIES), out, log=lambda _: None)
-    return out
+def model_dir(finds_entities_model):
+    return finds_entities_model  # TINY_TENER + FINDS_ENTITIES, trained once per test process (tests/conftest.py)
 
 
 def start_workers(model_dir, workers: int | None = 2) -> tuple[subprocess.Popen, str]:

@@ -1,10 +1,8 @@
 """train.init_from: a run that starts from a trained model's labels and weights."""
-import subprocess
-import sys
-
 import pytest
 import torch
 
+from cli_runner import run_zhner
 from conftest import MINI, REPO, TINY_TENER
 from zhner.cli import resolve_config
 from zhner.config import load_config
@@ -118,10 +116,9 @@ def test_another_architecture_is_an_error_naming_the_tensor(source):
 
 def test_cli_reports_a_missing_model_directory(tmp_path):
     missing = tmp_path / "no-model"
-    proc = subprocess.run(
-        [sys.executable, "-m", "zhner.cli", "train", "tener_resume", "-o", str(tmp_path / "run"),
-         *[a for kv in [*TINY_TENER, f"train.init_from={missing}"] for a in ("--set", kv)]],
-        capture_output=True, text=True, cwd=REPO,
+    proc = run_zhner(  # its own process, forked with torch imported (tests/cli_runner.py)
+        "train", "tener_resume", "-o", tmp_path / "run",
+        *[a for kv in [*TINY_TENER, f"train.init_from={missing}"] for a in ("--set", kv)], cwd=REPO,
     )
     assert proc.returncode != 0
     assert "no such model directory" in proc.stderr and str(missing) in proc.stderr

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -13,7 +11,8 @@ import pytest
 from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2
 
-from conftest import TEST_DATA
+from cli_runner import run_zhner
+from conftest import REPO, TEST_DATA
 from zhner.data.corpus import read_corpus
 from zhner.data.schemes import split_tag
 from zhner.evaluate.metrics import PRF, file_scorer, score_files
@@ -150,10 +149,8 @@ def test_strict_equals_seqeval_on_conll2003_test_with_invalid_i_tags(shared_data
 
 def test_zhner_score_cli_is_strict_on_word_level_files(words_prediction):
     gold_path, gold, pred, path = words_prediction
-    out = subprocess.run(
-        [sys.executable, "-m", "zhner.cli", "score", str(gold_path), str(path), "--json"],
-        capture_output=True, text=True, check=True,
-    )
+    out = run_zhner("score", gold_path, path, "--json", cwd=REPO)  # its own process, forked with torch imported (cli_runner)
+    assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     p, r, f = seqeval_strict(gold, pred)
     assert result["strict"] == {"p": round(100 * p, 2), "r": round(100 * r, 2), "f1": round(100 * f, 2)}
