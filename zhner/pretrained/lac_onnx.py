@@ -29,6 +29,7 @@ IR_VERSION = 8
 FLOAT, INT32, INT64 = 1, 6, 7  # TensorProto.DataType
 _NUMPY_TYPE = {np.dtype(np.float32): FLOAT, np.dtype(np.int32): INT32, np.dtype(np.int64): INT64}
 ATTR_INT, ATTR_STRING, ATTR_INTS = 2, 3, 7  # AttributeProto.AttributeType
+RUN_CHARACTERS = 8192  # padded characters per session run (OrtBiGRU.states)
 
 
 class _Proto:
@@ -148,12 +149,21 @@ class OrtBiGRU:
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.enable_cpu_mem_arena = False  # an arena keeps its largest buffers: +55 MB at zh-accurate's peak, for 4%
         self.session = ort.InferenceSession(bigru_graph(lac), options, providers=["CPUExecutionProvider"])
 
     def states(self, ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
-        """ids [B, L] (padded with anything), lengths [B] -> [B, L, 2H] float32, zero past each length."""
-        feed = {"ids": np.ascontiguousarray(ids.T, dtype=np.int64), "lengths": np.asarray(lengths, dtype=np.int32)}
-        return self.session.run(None, feed)[0]
+        """ids [B, L] (padded with anything), lengths [B] -> [B, L, 2H] float32, zero past each length. Run
+        RUN_CHARACTERS padded characters at a time: 32 of MSRA's longest sentences in one run raised zh-accurate's
+        peak over the three test sets by ~100 MB, and runs of this size measured faster than whole batches."""
+        B, L = ids.shape
+        lengths = np.asarray(lengths, dtype=np.int32)
+        out = np.empty((B, L, 2 * HIDDEN), dtype=np.float32)
+        step = max(1, RUN_CHARACTERS // max(L, 1))
+        for s in range(0, B, step):
+            feed = {"ids": np.ascontiguousarray(ids[s : s + step].T, dtype=np.int64), "lengths": lengths[s : s + step]}
+            out[s : s + step] = self.session.run(None, feed)[0]
+        return out
 
 
 # (process, id(lac)) -> (lac, its session): made once per model and process (a forked worker, e.g. `zhner serve
