@@ -9,7 +9,7 @@
 # seed, every epoch's dev and the best epoch's test figures; a part cut off by its time limit still writes one.
 #
 # Beforehand, here:   bash benchmarks/device/prepare.sh          (fills .device_carry/, prints its size)
-# On the device:      run(command="bash benchmarks/device/run.sh", carry=[".device_carry"], timeout_s=600)
+# On the device:      bash benchmarks/device/run.sh   (with .device_carry/ carried beside the tree; it ends within 600 s)
 # The CPU smoke test: DEVICE_TINY=1 bash benchmarks/device/prepare.sh && DEVICE_TINY=1 bash benchmarks/device/run.sh
 #                     (tiny corpora, one epoch, on the CPU, one part at a time; results into .device_work/tiny_out)
 # Environment: DEVICE_CARRY (the carried folder), OUT (the results folder), DEVICE_WORKDIR (unpacked inputs and run
