@@ -149,13 +149,13 @@ class OrtBiGRU:
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
-        options.enable_cpu_mem_arena = False  # an arena keeps its largest buffers: +55 MB at zh-accurate's peak, for 4%
         self.session = ort.InferenceSession(bigru_graph(lac), options, providers=["CPUExecutionProvider"])
 
     def states(self, ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
         """ids [B, L] (padded with anything), lengths [B] -> [B, L, 2H] float32, zero past each length. Run
-        RUN_CHARACTERS padded characters at a time: 32 of MSRA's longest sentences in one run raised zh-accurate's
-        peak over the three test sets by ~100 MB, and runs of this size measured faster than whole batches."""
+        RUN_CHARACTERS padded characters at a time: onnxruntime's arena keeps its largest run's buffers, so this
+        bounds them (32 of MSRA's longest sentences in one run raised zh-accurate's peak over the three test sets by
+        ~100 MB), and runs of this size measured faster than whole batches."""
         B, L = ids.shape
         lengths = np.asarray(lengths, dtype=np.int32)
         out = np.empty((B, L, 2 * HIDDEN), dtype=np.float32)
