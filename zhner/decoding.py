@@ -14,7 +14,7 @@ def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, tr
     CRF.viterbi_tensor: delta_i[j] = max_k (delta_{i-1}[k] + trans[k, j]) + e_i[j], ties to the lowest index.
     All sequences step together, so a batch costs one loop over its longest sequence, not one per sequence; each
     step is four numpy calls (add, argmax, max, add). Past a sequence's end its steps go on unused: its last delta is
-    read at its own last position, and the walk back starts there."""
+    read at its own last position, and its walk back stays on its last tag until it reaches that position."""
     B = len(lengths)
     if B == 0:
         return []
@@ -33,12 +33,12 @@ def viterbi(emissions: np.ndarray, lengths: Sequence[int], start: np.ndarray, tr
         np.add(step.max(axis=2), e[:, i], out=deltas[i])  # the max is the entry at the argmax, exactly
     rows = np.arange(B)
     tag = (deltas[last, rows] + end).argmax(axis=1)  # [B]: each sequence's best last tag
-    path = np.zeros((B, L), dtype=np.intp)
-    path[rows, last] = tag
+    path = np.empty((B, L), dtype=np.intp)
+    path[:, L - 1] = tag
     for i in range(L - 2, -1, -1):
         inside = i < last  # sequences whose position i + 1 is real: step back through its pointer
         tag = np.where(inside, back[i, rows, tag], tag)
-        path[:, i] = np.where(inside, tag, path[:, i])
+        path[:, i] = tag  # past a sequence's end its last tag, cut off below
     return [row[:n] for row, n in zip(path.tolist(), lengths)]
 
 

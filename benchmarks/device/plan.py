@@ -210,11 +210,10 @@ def run_part(part: Part, paths: Paths, args: argparse.Namespace, deadline: float
     """Train one part (until its epochs, max_minutes or the deadline), then write its results file."""
     argv = command(part, paths, args.device, args.budget_s, args.threads)
     paths.runs.mkdir(parents=True, exist_ok=True)
-    load_before = harness.load_average()
+    record = harness.Run(note=args.note)  # the command and the load before, now
     outcome = run_command(argv, paths.runs / f"{part.name}.log", deadline - time.time(), args.threads)
     result = part_result(part, argv, paths.runs / part.name, outcome, args.tiny)
-    result |= {"command": harness.command_line(), "note": args.note, "commit": carried_commit(args.carry),
-               "load": {"before": load_before, "after": harness.load_average()}, "date": harness.utc_now()}
+    result = record.record(result) | {"commit": carried_commit(args.carry)}  # the device's copy has no .git
     harness.write(paths.out / part.results, result, echo=False)
     print(f"{part.name}: {result['status']}, {outcome.wall_s:.0f} s, best epoch {result['best_epoch']}, "
           f"test F1 {(result['test'] or {}).get('f1_strict')}", flush=True)

@@ -2,8 +2,8 @@
 
 The numpy loop in `BiGRULayer.run` makes about a dozen numpy calls a character step, each a pass over [2, B, 3H]
 arrays; onnxruntime's GRU kernel runs the same recurrence in one C++ loop. The speed of both on the three test sets:
-benchmarks/speed/lac_bigru.py (benchmarks/results/lac_bigru.json). The graph is written here byte by byte (`_Proto`: the few protobuf messages of
-onnx.proto it needs), so the torch-free runtime needs no `onnx` package, only onnxruntime.
+benchmarks/speed/lac_bigru.py (benchmarks/results/lac_bigru.json). The graph is written here byte by byte (`_Proto`:
+the few protobuf messages of onnx.proto it needs), so the torch-free runtime needs no `onnx` package, only onnxruntime.
 
 ONNX's GRU (opset 14, `linear_before_reset=0`) is PaddlePaddle's `dynamic_gru` (lac.py's docstring) up to the sign of
 the update gate: ONNX computes
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -171,13 +172,22 @@ class OrtBiGRU:
 _SESSIONS: dict[tuple[int, int], tuple[LacModel, OrtBiGRU]] = {}
 
 
+@lru_cache(maxsize=1)
+def onnxruntime_installed() -> bool:
+    """Whether onnxruntime imports, asked once a process (a failed import is not cached by Python: each batch of
+    features would search the path again)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def ort_bigru(lac: LacModel) -> OrtBiGRU | None:
     """The onnxruntime BiGRU of `lac`, or None where onnxruntime is not installed."""
     key = (os.getpid(), id(lac))
     if key not in _SESSIONS:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
+        if not onnxruntime_installed():
             return None
         if len(_SESSIONS) >= 4:  # LacModel.variant makes new models: keep a few sessions, not one per call
             _SESSIONS.clear()
