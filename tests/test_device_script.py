@@ -113,6 +113,7 @@ def test_the_plan_fits_the_budget_and_its_commands_are_valid(monkeypatch):
     from zhner.config import load_config
 
     plan = _module("plan", monkeypatch)
+    run = (DEVICE / "run.sh").read_text(encoding="utf-8")
     paths = plan.Paths(Path("/e5"), Path("/p.conllu"), Path("/runs"), Path("/out"))
     budget = plan.parts_budget_s()
     assert budget + plan.SETUP_S + plan.COLLECT_S <= 600
@@ -133,6 +134,16 @@ def test_the_plan_fits_the_budget_and_its_commands_are_valid(monkeypatch):
     same = {k: v for k, v in table3["plain"].train.model_dump().items() if k != "max_minutes"}
     for variant in ("wla", "sla"):  # one recipe: the variants differ in the attention alone
         assert {k: v for k, v in table3[variant].train.model_dump().items() if k != "max_minutes"} == same
+
+    # the switches' MSRA pair: flat_e5_msra with issue 50's both arm, nothing else changed
+    both, none = configs["flat_e5_msra_both"], configs["flat_e5_msra"]
+    assert both.embeddings.word_types == "both" and both.train.mention_replacement > 0
+    assert none.embeddings.word_types == "none" and not none.train.mention_replacement
+    assert both.model.model_dump() == none.model.model_dump() and both.data == none.data
+    # a device call brings back at most RESULTS_BACK files from $OUT: one results file per part
+    assert len(parts) <= plan.RESULTS_BACK
+    code = [line for line in run.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "$OUT/" in line]  # run.sh writes nothing else there (plan.py the parts')
 
     tiny = plan.parts(tiny=True)
     assert [p.name for p in tiny] == list(parts) and all(p.epochs == 1 for p in tiny)

@@ -12,7 +12,7 @@ chosen so that the next epoch would not end before the deadline at the estimated
 improves). After each part its results file is written from its run directory (log.jsonl: every epoch's dev;
 metrics.json: the best epoch's dev and test), so a part cut off still leaves one.
 
-Estimates (seconds on one H200 shared by the seven parts), from benchmarks/results/bert_tagger_msra_e5.json (BERT-CRF
+Estimates (seconds on one H200 shared by the eight parts), from benchmarks/results/bert_tagger_msra_e5.json (BERT-CRF
 272 training sentences/s with 13-19 runs sharing an H200), flat_msra_e5.json / nflat_msra_e5.json (378 / 367 at
 batch 32, 3 runs sharing) and the tiny mode's preparation times here (docs/reproduction.md).
 """
@@ -40,6 +40,9 @@ COLLECT_S = 35  # after the deadline: the last results files and the transfer ba
 MSRA_TRAIN = 44_046  # MSRA's training sentences once the 5% dev is held out
 UNION_TRAIN = 49_217  # flat_e5_accurate's union (MSRA, Weibo's named mentions, Resume)
 TINY_TRAIN, TINY_TEST = 200, 60  # the tiny mode's corpus sizes (prepare.sh cuts the corpora to them)
+RESULTS_BACK = 8  # files a device call brings back from $OUT: one results file per part, the log stays in stdout
+# issue 50's switches together, as benchmarks/accuracy/unseen_pairs.py's "both" arm
+SWITCHES_BOTH = ("embeddings.word_types=both", "train.mention_replacement=0.3", "train.mention_replacement_source=train")
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def parts(tiny: bool = False) -> list[Part]:
     """The run: MSRA to a plateau for BERT-CRF, FLAT and NFLAT + e5-small (issue 50, first item); SLA / WLA / plain
     BERT-CRF at one recipe (SLA Table 3's NER row); the e5 candidate of zh-accurate, one epoch longer than its CPU run."""
     bert = ("train.bert_lr=0.0001",)  # bert_tagger_msra_e5_lr1e4.json: +2.2 F1 over 5e-5 in 4 epochs, still rising
-    # training sentences/s of each of seven runs sharing one H200: a guess between the runs measured there (BERT-CRF
+    # training sentences/s of each of eight runs sharing one H200: a guess between the runs measured there (BERT-CRF
     # 272 with 13-19 runs sharing, FLAT / NFLAT + e5-small 378 / 367 with 3); run.sh's first results replace it
     per_s = 330
     msra, union = epoch_seconds(MSRA_TRAIN, per_s), epoch_seconds(UNION_TRAIN, per_s, 25)
@@ -87,6 +90,11 @@ def parts(tiny: bool = False) -> list[Part]:
         Part("bert_e5_msra", "BERT-CRF on e5-small, whole MSRA, 3 epochs", "bert_e5_msra", bert, 3, 25, msra),
         Part("flat_e5_msra", "FLAT + e5-small, whole MSRA, 3 epochs", "flat_e5_msra", (), 3, 45, msra),
         Part("nflat_e5_msra", "NFLAT + e5-small, whole MSRA, 3 epochs", "nflat_e5_msra", (), 3, 45, msra),
+        # MSRA's one seed for the best switch arm on Resume (unseen_pairs_flat_resume_replacement.json: both), paired
+        # with flat_e5_msra by seed; LAC's reading of jieba's 337k words alone comes first (about a minute)
+        Part("flat_e5_msra_both", "FLAT + e5-small, whole MSRA, 3 epochs, with typed lexicon words (jieba and LAC) "
+             "and mention replacement (0.3, from the training set): the pair of flat_e5_msra", "flat_e5_msra",
+             SWITCHES_BOTH, 3, 105, msra),
         Part("bert_e5_msra_table3_plain", "SLA Table 3 NER row: plain BERT-CRF on e5-small, whole MSRA", "bert_e5_msra",
              bert, 2, 25, msra),
         Part("bert_e5_msra_table3_wla", "SLA Table 3 NER row: + WLA (window k 3)", "bert_e5_msra",
@@ -243,7 +251,7 @@ def main() -> None:
         p.add_argument("--out", type=Path, default=harness.RESULTS)
         p.add_argument("--device", default="cuda")
         p.add_argument("--threads", type=int, default=2, help="torch / OpenMP threads per part")
-        p.add_argument("--jobs", type=int, default=7, help="parts at once")
+        p.add_argument("--jobs", type=int, default=8, help="parts at once")
         p.add_argument("--budget-s", type=float, default=None, help="wall seconds the parts share")
         p.add_argument("--only", nargs="*", help="these parts alone")
         p.add_argument("--carry", type=Path, default=None, help="the carried folder (its commit.txt)")

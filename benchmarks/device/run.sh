@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 50's device run: the first thing to run whenever a GPU machine is lent. Under 10 minutes on one H100 / H200,
-# seven trainings at once on the one GPU (benchmarks/device/plan.py holds the parts, their estimates and time limits):
-#   1. BERT-CRF, FLAT + e5-small and NFLAT + e5-small on the whole MSRA, 3 epochs each (towards a dev plateau);
+# eight trainings at once on the one GPU (benchmarks/device/plan.py holds the parts, their estimates and time limits):
+#   1. BERT-CRF, FLAT + e5-small and NFLAT + e5-small on the whole MSRA, 3 epochs each (towards a dev plateau), and
+#      FLAT + e5-small with typed lexicon words and mention replacement, the pair of the FLAT one (same seed);
 #   2. SLA Table 3's NER row on MSRA: plain BERT-CRF, + WLA, + SLA on e5-small, one 2-epoch recipe; SLA's parses were
 #      made on the CPU beforehand (udchinese) and travel as CoNLL-U, so the device needs no parser;
 #   3. zh-accurate's e5 candidate (flat_e5_accurate) for 3 epochs instead of its CPU run's 2.
@@ -24,7 +25,7 @@ if [[ -n "${DEVICE_TINY:-}" ]]; then
   WORK=${DEVICE_WORKDIR:-.device_work/tiny_run}; MODE=(--tiny --device cpu --threads 1 --jobs "${DEVICE_JOBS:-1}")
 else
   CARRY=${DEVICE_CARRY:-.device_carry}; OUT=${OUT:-benchmarks/results}
-  WORK=${DEVICE_WORKDIR:-/tmp/zhner_device}; MODE=(--device cuda --threads 2 --jobs "${DEVICE_JOBS:-7}")
+  WORK=${DEVICE_WORKDIR:-/tmp/zhner_device}; MODE=(--device cuda --threads 2 --jobs "${DEVICE_JOBS:-8}")
 fi
 [[ -d $CARRY ]] || { echo "run.sh: no $CARRY: run benchmarks/device/prepare.sh first and carry it" >&2; exit 2; }
 mkdir -p "$OUT" "$WORK"
@@ -53,5 +54,5 @@ budget=()
 $PY benchmarks/device/plan.py run "${MODE[@]}" "${budget[@]}" --e5 "$WORK/e5-small" --parses "$WORK/msra.conllu" \
   --runs "$WORK/runs" --out "$OUT" --carry "$CARRY" ${DEVICE_ONLY:+--only $DEVICE_ONLY} \
   --note "benchmarks/device/run.sh${DEVICE_TINY:+ (DEVICE_TINY=1)}: setup $setup s, parts at once on one device" \
-  2>&1 | tee "$OUT/device_run.log"
-echo "run.sh: $(( $(date +%s) - start )) s in all" | tee -a "$OUT/device_run.log"
+  2>&1 | tee "$WORK/device_run.log"  # not into $OUT: a device call brings back 8 files, one per part
+echo "run.sh: $(( $(date +%s) - start )) s in all" | tee -a "$WORK/device_run.log"
