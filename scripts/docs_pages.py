@@ -182,7 +182,9 @@ def _results_files(classification: bool) -> list[dict]:
     files = []
     for path in sorted(RESULTS.glob("*_*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(r, dict) or "test" not in r or "model" not in r or ("accuracy" in r["test"]) != classification:
+        if not isinstance(r, dict) or not r.get("test") or "model" not in r or ("accuracy" in r["test"]) != classification:
+            continue
+        if "part" in r:  # a device run's part (benchmarks/device/plan.py): one seed, its own table in reproduction.md
             continue
         files.append(r | {"_file": path.name})
     model_rank = {m: i for i, m in enumerate(MODEL_ORDER)}

@@ -105,6 +105,41 @@ def simulated_end(plan, part, budget_s: float) -> tuple[float, int]:
     return part.prepare_s + t, part.epochs
 
 
+def plan_args(plan):
+    """plan.py's default arguments for todo(): the whole run, skipping what the tree's results show done."""
+    import argparse
+
+    return argparse.Namespace(tiny=False, only=None, all=False, done_in=plan.harness.RESULTS)
+
+
+def test_a_later_call_trains_only_the_parts_not_done(tmp_path, monkeypatch):
+    """A part whose results file in the tree says it completed the same plan is skipped; one cut off by its time limit,
+    failed, planned otherwise or from the tiny mode is trained again; --all trains every part."""
+    import json
+
+    plan = _module("plan", monkeypatch)
+    parts = plan.parts()
+    base = {"tiny": False}
+
+    def write(part, **fields):
+        record = base | {"status": "completed", "what": part.what, "epochs_planned": part.epochs} | fields
+        (tmp_path / part.results).write_text(json.dumps(record), encoding="utf-8")
+
+    write(parts[0])
+    write(parts[1], status="time_budget")
+    write(parts[2], status="failed (exit 1)")
+    write(parts[3], epochs_planned=parts[3].epochs + 1)
+    write(parts[4], tiny=True)
+    write(parts[5], what="another plan")
+    args = plan_args(plan)
+    args.done_in = tmp_path
+    assert [p.name for p in plan.todo(args)] == [p.name for p in parts[1:]]
+    args.all = True
+    assert [p.name for p in plan.todo(args)] == [p.name for p in parts]
+    # fewer parts at once, faster each: a part's estimate shrinks with the number sharing the GPU
+    assert plan.parts(n_sharing=4)[1].epoch_s < plan.parts(n_sharing=8)[1].epoch_s
+
+
 def test_the_plan_fits_the_budget_and_its_commands_are_valid(monkeypatch):
     """The parts are the issue's (three MSRA models, Table 3's three variants at one recipe, the accurate candidate),
     each a `zhner train` of a real config whose --set keys the config takes; at the estimated speed each ends inside
@@ -126,8 +161,12 @@ def test_the_plan_fits_the_budget_and_its_commands_are_valid(monkeypatch):
         sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
         configs[part.name] = load_config(resolve_config(part.config), sets)
         assert configs[part.name].train.epochs == part.epochs and configs[part.name].model.bert == "/e5"
-        end, epochs = simulated_end(plan, part, budget)
-        assert end <= budget and epochs >= 2, part.name
+    # what the next call trains (the parts the tree's results do not show done), at the estimates for that many at
+    # once: each ends inside the budget (its seen / unseen scoring's reserve included) with at least two epochs
+    args = plan_args(plan)
+    for part in plan.todo(args):
+        end, epochs = simulated_end(plan, part, plan.train_budget_s(part, budget))
+        assert end <= plan.train_budget_s(part, budget) and epochs >= 2, part.name
     table3 = {v: configs[f"bert_e5_msra_table3_{v}"] for v in ("plain", "wla", "sla")}
     assert [c.model.local_attention for c in table3.values()] == ["none", "window", "syntax"]
     assert table3["sla"].model.parser == "conllu:/p.conllu"
