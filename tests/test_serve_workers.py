@@ -77,6 +77,18 @@ def test_two_workers_answer_on_one_port_and_stop_together(model_dir):
     try:
         pids = worker_pids(url, 2)
         assert len(pids) == 2 and proc.pid not in pids, pids
+        # keep-alive connections opened together spread over both workers (each has its own SO_REUSEPORT socket);
+        # from one shared socket a burst could land on one worker alone. 24 connections hashed over two sockets: fewer
+        # than 3 on one of them has probability below 1e-4
+        clients = [httpx.Client(base_url=url, timeout=10) for _ in range(24)]
+        try:
+            with ThreadPoolExecutor(24) as pool:
+                served_by = list(pool.map(lambda c: c.get("/health").json()["pid"], clients))
+            assert all(c.get("/health").json()["pid"] == pid for c, pid in zip(clients, served_by))  # kept alive
+        finally:
+            for c in clients:
+                c.close()
+        assert {p: served_by.count(p) >= 3 for p in pids} == {p: True for p in pids}, served_by
         texts = ["张三毕业于北京大学。", "李四在上海工作。"]
         answers = [httpx.post(f"{url}/v1/ner", json={"texts": texts}, timeout=30) for _ in range(6)]
         expected = Tagger.load(model_dir).predict(texts, confidence=False)  # the service scores on request only
@@ -89,6 +101,44 @@ def test_two_workers_answer_on_one_port_and_stop_together(model_dir):
     assert wait_gone(pids) == set()  # no orphan worker holds the port
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/health", timeout=2)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT spreads connections on Linux only")
+def test_worker_sockets_share_one_port_and_refuse_a_taken_one():
+    """One listening socket per worker on one port (port 0: the first takes a free one, the others join it); the kernel
+    hands connections to all of them; a port another process listens on is a one-line ZhnerError."""
+    import socket
+
+    from zhner.errors import ZhnerError
+    from zhner.serve.workers import worker_sockets
+
+    sockets = worker_sockets("127.0.0.1", 0, 3, 64)
+    try:
+        ports = {s.getsockname()[1] for s in sockets}
+        assert len(ports) == 1 and all(s.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) for s in sockets)
+        port = ports.pop()
+        conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
+        accepted, per_socket = [], []
+        for s in sockets:
+            s.setblocking(False)
+            before = len(accepted)
+            while True:
+                try:
+                    accepted.append(s.accept()[0])
+                except BlockingIOError:
+                    break
+            per_socket.append(len(accepted) - before)
+        assert sum(per_socket) == 30 and min(per_socket) > 0, per_socket  # 30 hashed over 3: none empty, p > 0.999
+        for c in conns + accepted:
+            c.close()
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            with pytest.raises(ZhnerError, match="cannot listen there"):
+                worker_sockets("127.0.0.1", taken.getsockname()[1], 2, 64)
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def test_workers_die_with_a_killed_parent(model_dir):

@@ -1,8 +1,11 @@
 """`zhner serve --workers N`: N processes answer on one port, each with its own copy of the model.
 
-uvicorn's own process supervisor does the work: the parent binds the socket once and spawns N workers that accept on
-it (the kernel hands each new connection to one of them); it restarts a worker that dies and stops them all on
-SIGINT / SIGTERM. zhner adds only what a spawned worker needs to build its app: the model directory, device and limits
+uvicorn's own process supervisor does the work: the parent binds the listening sockets and spawns N workers that
+accept on them; it restarts a worker that dies and stops them all on SIGINT / SIGTERM. On Linux each worker has a socket
+of its own on the one port (SO_REUSEPORT), and the kernel spreads new connections over them by address: with one
+socket shared by all, whichever worker woke first took the connections of a burst (measured: 32 keep-alive clients
+arriving at once held 32 of their connections on one of two workers, the other idle). Elsewhere the workers share one
+socket. zhner adds only what a spawned worker needs to build its app: the model directory, device and limits
 travel in the environment variable ZHNER_SERVE_WORKER, and `app_from_environment` (the app factory uvicorn calls in
 each worker) loads the model once there. A worker whose model cannot load prints one line and exits with uvicorn's
 startup-failure code, which makes the parent stop the others (`serve_workers` then raises that line).
@@ -18,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,10 +117,43 @@ def serve_workers(
         FACTORY, factory=True, host=host, port=port, workers=workers, http=protocol_class(limits.read_timeout_s),
         access_log=access_log, log_level="info" if access_log else "warning",
     )
-    supervisor = supervisor_class()(config, sockets=[config.bind_socket()])
+    if reuse_port_spreads():
+        own = worker_sockets(host, port, workers, config.backlog)
+        supervisor = supervisor_class()(config, sockets=own[:1], per_worker=[[s] for s in own])
+    else:
+        supervisor = supervisor_class()(config, sockets=[config.bind_socket()])
     supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         raise ZhnerError("the workers could not start (see the worker's error above)")
+
+
+def reuse_port_spreads() -> bool:
+    """Whether sockets on one port with SO_REUSEPORT share its connections out (Linux; BSD and macOS give them all to
+    the last socket bound, Windows has no such option)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def worker_sockets(host: str, port: int, n: int, backlog: int) -> list[socket.socket]:
+    """n listening sockets on host:port, each with SO_REUSEPORT: one per worker. Port 0 takes a free port for the first
+    and the others join it. The CLI has already checked that no other process listens there (zhner.cli.serving's
+    probe binds without SO_REUSEPORT, so it fails on a port that another server shares out this way too)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            port = sock.getsockname()[1]  # port 0: the others take the port the first was given
+            sock.listen(backlog)
+            sock.set_inheritable(True)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ZhnerError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    return sockets
 
 
 def exit_reason(exitcode: int | None) -> str:
@@ -132,15 +169,53 @@ def exit_reason(exitcode: int | None) -> str:
 
 
 def supervisor_class() -> type:
-    """uvicorn's Multiprocess supervisor, which logs a worker's death and its replacement at WARNING."""
-    from uvicorn.supervisors import Multiprocess
+    """uvicorn's Multiprocess supervisor, which gives worker i the sockets `per_worker[i]` (its own SO_REUSEPORT
+    socket; a replacement takes the same one, so connections queued there meanwhile are not lost) and logs a worker's
+    death and its replacement at WARNING. Without per_worker every worker takes `sockets`, as uvicorn's own."""
+    from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
     class Supervisor(Multiprocess):
+        def __init__(self, config: Any, sockets: list[socket.socket], per_worker: list[list[socket.socket]] | None = None):
+            super().__init__(config, sockets)
+            self.per_worker = per_worker
+
+        def _process(self, slot: int) -> Any:
+            process = Process(self.config, self.per_worker[slot] if self.per_worker else self.sockets)
+            process.start()
+            return process
+
+        def init_processes(self) -> None:
+            self.processes = [self._process(slot) for slot in range(self.processes_num)]
+
+        def restart_all(self) -> None:  # SIGHUP: each worker replaced once its replacement is ready
+            for slot, old in enumerate(self.processes):
+                if self.should_exit.is_set():
+                    return
+                new = self._process(slot)
+                if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+                    new.kill()
+                    new.join()
+                    return
+                old.terminate()
+                old.join()
+                self.processes[slot] = new
+
         def keep_subprocess_alive(self) -> None:
-            before = list(self.processes)
-            super().keep_subprocess_alive()  # replaces a dead (or hung: killed) worker by a new process in its slot
-            for old, new in zip(before, self.processes):
-                if new is not old:
-                    log.warning("worker %s died (%s); restarting it as worker %s", old.pid, exit_reason(old.exitcode), new.pid)
+            if self.should_exit.is_set():
+                return
+            for slot, old in enumerate(self.processes):
+                if old.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                    continue
+                old.kill()  # dead, or hung: killed
+                old.join()
+                if old.exitcode == STARTUP_FAILURE:  # it could not load the model: neither would a new one
+                    log.error("worker %s failed to start; stopping the server", old.pid)
+                    self.should_exit.set()
+                    return
+                if self.should_exit.is_set():
+                    return
+                self.processes[slot] = self._process(slot)
+                log.warning("worker %s died (%s); restarting it as worker %s", old.pid, exit_reason(old.exitcode),
+                            self.processes[slot].pid)
 
     return Supervisor
