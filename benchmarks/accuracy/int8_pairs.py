@@ -1,0 +1,73 @@
+"""Whether the int8 graph of a shipped model tags as its float graph does: both through the torch-free runtime on the
+MSRA, Weibo and Resume test sets, strict PER/LOC/ORG F1 as benchmarks/speed/peers.py scores it (the same gold mapping),
+and a paired approximate randomization test over the sentences (zhner.evaluate.significance) on each set.
+
+    OMP_NUM_THREADS=1 python benchmarks/accuracy/int8_pairs.py                     # both shipped models
+    OMP_NUM_THREADS=1 python benchmarks/accuracy/int8_pairs.py --models zh-small --sentences 200 --out /tmp/x.json
+
+The int8 graph is onnxruntime's dynamic quantisation of the linear layers (`zhner export --int8`), exported once into
+the user cache (benchmarks/harness.py runtime_graph). Writes benchmarks/results/int8_pairs.json: per model and set the
+two F1s, their difference, p, and the sentences whose entities changed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speed"))  # peers.py's test sets and gold mapping
+import harness  # noqa: E402
+from peers import test_sets  # noqa: E402
+
+harness.use_checkout()
+
+
+def sentence_counts(gold: list[list[tuple]], predicted: list[list[tuple]]) -> list[tuple[int, int, int]]:
+    """Per sentence (true positives, predicted, gold) over strict (start, end, type) matches."""
+    return [(len(set(g) & set(p)), len(set(p)), len(set(g))) for g, p in zip(gold, predicted, strict=True)]
+
+
+def spans(tagger, texts: list[str], batch: int) -> list[list[tuple]]:
+    return [[(e["start"], e["end"], e["type"]) for e in ents] for ents in tagger.predict(texts, batch_size=batch)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["zh-small", "zh-accurate"])
+    parser.add_argument("--sentences", type=int, default=None, help="first N sentences of each test set (default all)")
+    parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0, help="the randomization test's shuffles")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--out", default=str(harness.RESULTS / "int8_pairs.json"))
+    args = parser.parse_args()
+    from zhner.evaluate.significance import approximate_randomization
+    from zhner.runtime import RuntimeTagger
+
+    provenance = harness.Run()
+    data = test_sets(args.sentences)
+    rows = []
+    for model in args.models:
+        taggers = {kind: RuntimeTagger.load(model, harness.runtime_graph(model, int8=kind == "int8"))
+                   for kind in ("float", "int8")}
+        for corpus, (texts, gold) in data.items():
+            predicted = {kind: spans(tagger, texts, args.batch) for kind, tagger in taggers.items()}
+            test = approximate_randomization(sentence_counts(gold, predicted["int8"]),
+                                             sentence_counts(gold, predicted["float"]), args.resamples, args.seed)
+            changed = sum(set(a) != set(b) for a, b in zip(predicted["int8"], predicted["float"]))
+            rows.append({"model": model, "corpus": corpus, "sentences": len(texts),
+                         "f1_float": round(100 * test["f1_b"], 2), "f1_int8": round(100 * test["f1_a"], 2),
+                         "int8_minus_float": round(100 * test["diff"], 2), "p": round(test["p"], 4),
+                         "sentences_changed": changed})
+            print(f"{model} {corpus}: float {rows[-1]['f1_float']}, int8 {rows[-1]['f1_int8']} "
+                  f"({rows[-1]['int8_minus_float']:+.2f}, p {rows[-1]['p']}), {changed} sentences changed", flush=True)
+    out = provenance.record({
+        "metric": "strict span F1 over PER/LOC/ORG, gold mapped as in benchmarks/speed/peers.py",
+        "test": f"paired approximate randomization over sentences, {args.resamples} resamples, seed {args.seed}",
+        "batch": args.batch, "rows": rows,
+    })
+    harness.write(args.out, out, echo=False)
+
+
+if __name__ == "__main__":
+    main()
