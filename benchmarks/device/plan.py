@@ -41,8 +41,6 @@ TOTAL_S = 600  # run.sh's whole budget on the device
 SETUP_S = 45  # run.sh before the parts: wheels, corpora, encoder, parses (a guess; run.sh prints the real figure)
 COLLECT_S = 35  # after the deadline: the last results files and the transfer back
 SEEN_S = 30  # a seen_in part's scoring after its training: loading the model and tagging MSRA's test set (a guess)
-MSRA_TRAIN = 44_046  # MSRA's training sentences once the 5% dev is held out
-UNION_TRAIN = 49_217  # flat_e5_accurate's union (MSRA, Weibo's named mentions, Resume)
 TINY_TRAIN, TINY_TEST = 200, 60  # the tiny mode's corpus sizes (prepare.sh cuts the corpora to them)
 RESULTS_BACK = 8  # files a device call brings back from $OUT: one results file per part, the log stays in stdout
 # issue 50's switches together, as benchmarks/accuracy/unseen_pairs.py's "both" arm
@@ -178,8 +176,8 @@ class Outcome:
 
 def run_command(argv: list[str], log: Path, timeout_s: float, threads: int) -> Outcome:
     """argv as python -m zhner.cli in its own process group (so a timeout ends all of it), output into `log`."""
-    # expandable segments: the first run's eight parts held 5-24 GB each, mostly blocks cached after MSRA's longest
-    # batches, and the ninth allocation of flat_e5_accurate found 280 MB free (device_flat_e5_accurate.json)
+    # expandable segments: in the first run the seven other parts held 5-24 GB each, mostly blocks cached after MSRA's
+    # longest batches, and flat_e5_accurate, asking for 288 MB, found 280 MB free (device_flat_e5_accurate.json)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
                PYTORCH_CUDA_ALLOC_CONF=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"))
     start = time.perf_counter()

@@ -128,8 +128,8 @@ def serve_workers(
 
 
 def reuse_port_spreads() -> bool:
-    """Whether sockets on one port with SO_REUSEPORT share its connections out (Linux; BSD and macOS give them all to
-    the last socket bound, Windows has no such option)."""
+    """Whether sockets on one port with SO_REUSEPORT share its connections out: Linux (3.9 on). BSD and macOS accept
+    the option without balancing connections that way, Windows has none."""
     return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
