@@ -12,6 +12,9 @@ checkpoint. Then each run is scored on its corpus's test split with seen / unsee
 seen_unseen.json), and each arm is compared with "none" by seed (two-sided paired t-test over the common seeds) on
 test strict F1, unseen F1, seen F1 and dev F1; the results file keeps the commands, seeds and per-seed scores.
 
+`--none-from FILE` pairs the arms with the per-seed figures of the "none" arm recorded in an earlier results file of
+this script (its rows' per_seed_none for the same model and corpus) instead of training it again.
+
 Corpora are registry names whose configs exist (weibo, resume, msra: MSRA one seed for the best arm, `--corpora msra
 --arms none both --seeds 42`), or NAME=CONFIG_CORPUS to train another dataset with a corpus's config (the smoke test:
 `--corpora mini=resume`, with `--set` overrides for a tiny model).
@@ -142,14 +145,17 @@ def pairs(runs: list[dict], args: argparse.Namespace) -> list[dict]:
         by_arm = {arm: [r for r in runs if (r["model"], r["dataset"], r["arm"]) == (model, dataset, arm) and finished(r["dir"])]
                   for arm in args.arms}
         base = by_arm.get("none") or []
-        if not base:
+        if base:
+            base_runs, base_dir = summaries(base), str(base[0]["dir"].parent)
+        elif args.none_from:
+            base_runs, base_dir = recorded_none(args.none_from, model, dataset), f"the none arm of {args.none_from.name}"
+        else:
             continue
-        base_runs = summaries(base)
         for arm in args.arms:
             if arm == "none" or not by_arm[arm]:
                 continue
             arm_runs = summaries(by_arm[arm])
-            a_dir, b_dir = by_arm[arm][0]["dir"].parent, base[0]["dir"].parent
+            a_dir, b_dir = by_arm[arm][0]["dir"].parent, base_dir
             rows.append({
                 "model": model, "dataset": dataset, "a": arm, "b": "none",
                 "a_overrides": arm_overrides(arm, args),
@@ -159,6 +165,21 @@ def pairs(runs: list[dict], args: argparse.Namespace) -> list[dict]:
                 "comparison": compare(arm_runs, base_runs, METRICS),
             })
     return rows
+
+
+def recorded_none(path: Path, model: str, dataset: str) -> dict[int, dict]:
+    """seed -> summary of the "none" arm's per-seed figures recorded in `path` (a results file of this script)."""
+    rows = [r for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if (r["model"], r["dataset"]) == (model, dataset)]
+    if not rows:
+        raise SystemExit(f"{path}: no row for {model} on {dataset}")
+    out: dict[int, dict] = {}
+    for seed, figures in rows[0]["per_seed_none"].items():
+        summary: dict[str, dict] = {}
+        for metric, value in figures.items():
+            split, key = metric.split(".")
+            summary.setdefault(split, {})[key] = value
+        out[int(seed)] = summary
+    return out
 
 
 def _get(summary: dict, metric: str) -> float | None:
@@ -202,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--note", default="", help="how the runs were trained (commit, machine, what else ran)")
     ap.add_argument("--table", action="store_true", help="print the results file's table and stop")
     ap.add_argument("--no-train", action="store_true", help="only score and compare the runs already finished")
+    ap.add_argument("--none-from", type=Path, help="pair with the none arm recorded in this results file (not trained)")
     ap.add_argument("--score", type=Path, metavar="RUN_DIR", help="write RUN_DIR/seen_unseen.json and stop")
     args = ap.parse_args(argv)
     if args.score:
