@@ -88,7 +88,8 @@ def test_two_workers_answer_on_one_port_and_stop_together(model_dir):
         finally:
             for c in clients:
                 c.close()
-        assert {p: served_by.count(p) >= 3 for p in pids} == {p: True for p in pids}, served_by
+        if sys.platform.startswith("linux"):  # elsewhere the workers share one socket (zhner.serve.workers)
+            assert {p: served_by.count(p) >= 3 for p in pids} == {p: True for p in pids}, served_by
         texts = ["张三毕业于北京大学。", "李四在上海工作。"]
         answers = [httpx.post(f"{url}/v1/ner", json={"texts": texts}, timeout=30) for _ in range(6)]
         expected = Tagger.load(model_dir).predict(texts, confidence=False)  # the service scores on request only
