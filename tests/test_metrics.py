@@ -21,6 +21,7 @@ from zhner.evaluate.metrics import (
     score_files,
     span_f,
     span_prf,
+    span_sentence_counts,
     type_accuracy,
 )
 
@@ -243,6 +244,15 @@ def test_hand_case_micro():
     prf = span_prf(HAND_GOLD, HAND_PRED)
     assert (prf.tp, prf.n_pred, prf.n_gold) == (2, 5, 5)
     assert (prf.p, prf.r, prf.f1) == pytest.approx((0.4, 0.4, 0.4))
+
+
+def test_sentence_counts_sum_to_the_micro_counts():
+    counts = span_sentence_counts(HAND_GOLD, HAND_PRED)
+    assert counts == [(1, 3, 3), (1, 2, 2)]  # each sentence's (tp, pred, gold), as span_prf counts them
+    prf = span_prf(HAND_GOLD, HAND_PRED)
+    assert tuple(map(sum, zip(*counts))) == (prf.tp, prf.n_pred, prf.n_gold)
+    with pytest.raises(ValueError, match="sentences"):
+        span_sentence_counts(HAND_GOLD, HAND_PRED[:1])
 
 
 def test_hand_case_per_type():

@@ -16,20 +16,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speed"))  # peers.py's test sets and gold mapping
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speed"))  # peers.py's test sets, gold mapping, systems
 import harness  # noqa: E402
-from peers import test_sets  # noqa: E402
+from peers import test_sets, zhner_system  # noqa: E402
 
 harness.use_checkout()
-
-
-def sentence_counts(gold: list[list[tuple]], predicted: list[list[tuple]]) -> list[tuple[int, int, int]]:
-    """Per sentence (true positives, predicted, gold) over strict (start, end, type) matches."""
-    return [(len(set(g) & set(p)), len(set(p)), len(set(g))) for g, p in zip(gold, predicted, strict=True)]
-
-
-def spans(tagger, texts: list[str], batch: int) -> list[list[tuple]]:
-    return [[(e["start"], e["end"], e["type"]) for e in ents] for ents in tagger.predict(texts, batch_size=batch)]
 
 
 def main() -> None:
@@ -41,19 +32,20 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--out", default=str(harness.RESULTS / "int8_pairs.json"))
     args = parser.parse_args()
+    from zhner.evaluate.metrics import span_sentence_counts
     from zhner.evaluate.significance import approximate_randomization
-    from zhner.runtime import RuntimeTagger
 
     provenance = harness.Run()
     data = test_sets(args.sentences)
     rows = []
     for model in args.models:
-        taggers = {kind: RuntimeTagger.load(model, harness.runtime_graph(model, int8=kind == "int8"))
-                   for kind in ("float", "int8")}
+        # peers.py's runtime systems: the float graph ("onnx") and the int8 one ("onnx8"), entities without scores
+        systems = {kind: zhner_system(model, runtime, args.batch, False)[0]
+                   for kind, runtime in (("float", "onnx"), ("int8", "onnx8"))}
         for corpus, (texts, gold) in data.items():
-            predicted = {kind: spans(tagger, texts, args.batch) for kind, tagger in taggers.items()}
-            test = approximate_randomization(sentence_counts(gold, predicted["int8"]),
-                                             sentence_counts(gold, predicted["float"]), args.resamples, args.seed)
+            predicted = {kind: run(texts) for kind, run in systems.items()}
+            test = approximate_randomization(span_sentence_counts(gold, predicted["int8"]),
+                                             span_sentence_counts(gold, predicted["float"]), args.resamples, args.seed)
             changed = sum(set(a) != set(b) for a, b in zip(predicted["int8"], predicted["float"]))
             rows.append({"model": model, "corpus": corpus, "sentences": len(texts),
                          "f1_float": round(100 * test["f1_b"], 2), "f1_int8": round(100 * test["f1_a"], 2),

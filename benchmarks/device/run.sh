@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 50's device run: the first thing to run whenever a GPU machine is lent. Under 10 minutes on one H100 / H200,
-# eight trainings at once on the one GPU (benchmarks/device/plan.py holds the parts, their estimates and time limits):
-#   1. BERT-CRF, FLAT + e5-small and NFLAT + e5-small on the whole MSRA, 3 epochs each (towards a dev plateau), and
-#      FLAT + e5-small with typed lexicon words and mention replacement, the pair of the FLAT one (same seed);
+# up to eight trainings at once on the one GPU (benchmarks/device/plan.py holds the parts, their estimates and time limits):
+#   1. BERT-CRF (3 epochs), FLAT + e5-small and NFLAT + e5-small (2 epochs) on the whole MSRA, and FLAT + e5-small
+#      with typed lexicon words and mention replacement, the pair of the FLAT one (same seed);
 #   2. SLA Table 3's NER row on MSRA: plain BERT-CRF, + WLA, + SLA on e5-small, one 2-epoch recipe; SLA's parses were
 #      made on the CPU beforehand (udchinese) and travel as CoNLL-U, so the device needs no parser;
-#   3. zh-accurate's e5 candidate (flat_e5_accurate) for 3 epochs instead of its CPU run's 2.
+#   3. zh-accurate's e5 candidate (flat_e5_accurate), 2 epochs at batch 32.
+# Only the parts whose results files in the tree do not show them completed are trained (plan.py: done / --all).
 # Each part writes benchmarks/results/device_<part>.json (on the device: $OUT/device_<part>.json) with the command,
 # seed, every epoch's dev and the best epoch's test figures; a part cut off by its time limit still writes one.
 #

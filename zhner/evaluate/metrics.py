@@ -106,13 +106,19 @@ class _Tally:
         return self.tp / self.boundary_hits if self.boundary_hits else 0.0
 
 
-def _tally(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> _Tally:
+def _tally(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]], per_sentence: bool = False) -> _Tally:
     if len(gold) != len(pred):
         raise ValueError(f"gold has {len(gold)} sentences but pred has {len(pred)}")
-    tally = _Tally()
+    tally = _Tally(sentences=[] if per_sentence else None)
     for g, p in zip(gold, pred):
         tally.update(g, p)
     return tally
+
+
+def span_sentence_counts(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> list[tuple[int, int, int]]:
+    """(true positives, predicted, gold) over exact `(start, end, type)` matches of each sentence, as span_prf counts
+    them: what zhner.evaluate.significance.approximate_randomization pairs two systems' outputs on."""
+    return list(_tally(gold, pred, per_sentence=True).sentences or [])
 
 
 def span_prf(gold: Sequence[Sequence[Span]], pred: Sequence[Sequence[Span]]) -> PRF:
