@@ -5,6 +5,7 @@ corpus the package carries (1,250 sentences)."""
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -24,6 +25,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 from zhner.export import OnnxTagger, export_onnx, viterbi  # noqa: E402
 from zhner.runtime import RuntimeTagger  # noqa: E402
+from zhner.runtime.features import key_length_range  # noqa: E402
 
 
 def test_numpy_viterbi_equals_the_crf():
@@ -80,9 +82,21 @@ def test_one_layer_flat_traces_character_query_positions(fusion, L):
         batch = {k: v[:, :1] for k, v in batch.items()}
         batch["word_starts"], batch["word_ends"] = torch.zeros_like(batch["word_starts"]), torch.zeros_like(batch["word_ends"])
         batch["mask"] = torch.ones_like(batch["mask"])
-    model.export_word_lengths = 4  # the longest word of _lattice_batch spans 3 characters: l = tail - head <= 2 < 4
+    model.export_word_lengths = 16  # a lexicon's longest word; _lattice_batch's spans 4 characters (l = tail - head = 3)
     with torch.no_grad():
-        assert torch.allclose(model.traceable_emissions(batch), model.emissions(batch), atol=1e-5)
+        expected = model.emissions(batch)
+        assert torch.allclose(model.traceable_emissions(batch), expected, atol=1e-5)
+        # the graph's input key_lengths: R built only for the batch's own word lengths (K = its longest + 1 < 16)
+        key_lengths = torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))
+        assert len(key_lengths) == (4 if L > 1 else 1)
+        assert torch.allclose(model.traceable_emissions(batch | {"key_lengths": key_lengths}), expected, atol=1e-5)
+
+
+def test_key_length_range_covers_the_longest_word_and_padding():
+    starts = np.array([[0, 2, 0], [1, 0, 0]])
+    ends = np.array([[1, 6, 0], [1, 0, 0]])  # spans of 2 and 5 characters, padding (0, 0)
+    assert key_length_range(starts, ends).tolist() == [0, 1, 2, 3, 4]
+    assert key_length_range(np.zeros((2, 1), np.int64), np.zeros((2, 1), np.int64)).tolist() == [0]  # no words
 
 
 def test_bilstm_traceable_emissions_equal_the_packed_ones():

@@ -38,6 +38,7 @@ from zhner.nn.bert_features import BertCharFeatures, memo_disabled
 from zhner.classifier import Classifier
 from zhner.pipeline import Pipeline, run_in_batches
 from zhner.decoding import viterbi
+from zhner.runtime.features import key_length_range
 from zhner.runtime.tagger import ONNX_FILE, ONNX_MAX_CELLS, PIECE_CHARS_KEY, session
 from zhner.shipped import onnx_file, resolve_model
 from zhner.tagger import Tagger
@@ -50,11 +51,12 @@ _INPUTS = (
     "chars", "bigrams", "mask", "words", "word_starts", "word_ends", "word_mask", "bert_ids", "first_piece", "local_mask",
     "char_features",  # frozen LAC features (model.char_features), [B, L, F]: computed by the featurizer, fed to the graph
     "word_types",  # lexicon words' types (embeddings.word_types), [B, W, S]
+    "key_lengths",  # FLAT's key lengths 0..K-1 of the batch's words, [K] (key_length_range): R is built for those
 )
 _ENGLISH = ("en_ids", "en_pieces", "en_word_of_piece", "en_first_piece", "en_word_mask")  # ACT-S's translation field
 _DIMS = {
     "chars": ("B", "L"), "bigrams": ("B", "L"), "mask": ("B", "L"), "first_piece": ("B", "L"), "bert_ids": ("B", "P"),
-    "char_features": ("B", "L"),
+    "char_features": ("B", "L"), "key_lengths": ("K",),
 } | {
     k: ("B", "W") for k in ("words", "word_starts", "word_ends", "word_mask", "word_types")
 } | {"en_ids": ("B", "Q"), "en_pieces": ("B",), "en_word_of_piece": ("B", "Q"), "en_first_piece": ("B", "E"), "en_word_mask": ("B", "E")}
@@ -123,11 +125,15 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
     path = Path(path)
     model = tagger.model.eval()
     batch = example_batch(tagger)
+    lexicon = tagger.featurizer.lexicon if model.task_kind == "tagging" else None
+    char_queries = hasattr(model, "export_word_lengths") and lexicon is not None  # FLAT: R over (distance, word length)
+    if char_queries and len(model.layers) == 1:
+        batch["key_lengths"] = torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))
     bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
     names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k in ("bert_ids", "local_mask"))]
     names += [k for k in _ENGLISH if k in batch]
     graph = EmissionsGraph(model, names)
-    dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W", "E")}
+    dims = {d: torch.export.Dim(d, min=1) for d in ("B", "L", "W", "E", "K")}
     # ACT-S: [CLS] + at least one piece + [SEP] (OnnxTagger pads a batch of empty translations to that)
     dims["Q"] = torch.export.Dim("Q", min=3, max=512)
     if model.task_kind == "classification" and bert is None:  # a character classifier's graph reads one window
@@ -138,8 +144,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
     dynamic = tuple({axis: dims[d] for axis, d in enumerate(shapes[k])} for k in names)
     with writing(path):  # an output folder that cannot be made fails before the export's work
         path.parent.mkdir(parents=True, exist_ok=True)
-    lexicon = tagger.featurizer.lexicon if model.task_kind == "tagging" else None
-    if hasattr(model, "export_word_lengths") and lexicon is not None:  # FLAT: R over (distance, word length)
+    if char_queries:
         model.export_word_lengths = max(1, lexicon.max_len)
     try:
         with torch.no_grad(), warnings.catch_warnings(), _quiet(), memo_disabled(model):
@@ -286,6 +291,8 @@ class OnnxTagger(Tagger):
             )
         if "en_ids" in batch:
             batch = _at_least_one_english_piece(batch, self.translation_field().pad_id)
+        if "key_lengths" in self.input_names:  # FLAT's key lengths (a graph exported with them: EXPORT_FORMAT >= 3)
+            batch = batch | {"key_lengths": torch.from_numpy(key_length_range(batch["word_starts"], batch["word_ends"]))}
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 

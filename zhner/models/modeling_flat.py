@@ -129,7 +129,8 @@ class FLAT(SequenceTagger):
         self.fc_dropout = nn.Dropout(config.fc_dropout)
         self.out = nn.Linear(d_model, num_tags)
         # set by zhner.export to the lexicon's longest word + 1: a one-layer model then traces R of character queries
-        # over (distance, key length) (CharQueryPositions) instead of per pair (DensePositions, [B, N, N, D])
+        # over (distance, key length) (CharQueryPositions) instead of per pair (DensePositions, [B, N, N, D]), with the
+        # key lengths of each batch an input of the graph (`key_lengths`, zhner.models.inputs.key_length_range)
         self.export_word_lengths: int | None = None
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:
@@ -186,7 +187,11 @@ class FLAT(SequenceTagger):
         L = batch["chars"].shape[1]
         # R of Eq. 8, shared by the layers
         if traceable and len(self.layers) == 1 and self.export_word_lengths:  # the characters are the only queries
-            positions = self.position.char_queries(heads, tails, L, self.export_word_lengths)
+            # key lengths 0..K-1: the graph's input key_lengths (K from the batch's longest word), else the lexicon's
+            key_lengths = batch.get("key_lengths")
+            if key_lengths is None:
+                key_lengths = torch.arange(self.export_word_lengths, device=heads.device)
+            positions = self.position.char_queries(heads, tails, L, key_lengths)
         elif traceable:
             positions = self.position.dense(heads, tails, max_distance=L - 1)
         elif len(self.layers) == 1 and not torch.is_grad_enabled():  # inference, one layer: character queries only

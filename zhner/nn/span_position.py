@@ -249,16 +249,21 @@ class SpanPositionEncoding(nn.Module):
         index = ((d_hh + M) * n_l + length_id[:, :, None]) * n_l + key_length_id[:, None, :]  # [B, N, M]
         return SpanPositions(table, index)
 
-    def char_queries(self, heads: torch.Tensor, tails: torch.Tensor, num_chars: int, key_lengths: int) -> CharQueryPositions:
+    def char_queries(
+        self, heads: torch.Tensor, tails: torch.Tensor, num_chars: int, key_lengths: torch.Tensor
+    ) -> CharQueryPositions:
         """The traceable R for the characters of a lattice (heads, tails [B, L + W]: L characters, then words) as
-        queries, against every span: the table over distances and key lengths 0..key_lengths-1 (words longer than that
-        are read as that long: give the lexicon's longest word). With a character query (l_i = 0) the distances of
-        Eq. 4-7 are d_hh = d_th = d and d_ht = d_tt = d - l_j: R depends on (d, l_j) alone, for every fusion."""
-        L, K = num_chars, key_lengths
+        queries, against every span: the table over distances and key lengths l = tail - head = 0..K-1, `key_lengths`
+        [K] = arange(K) (words longer than that are read as that long). The exported graph takes it as an input, so
+        that K follows the batch's longest word, not the lexicon's: the table and its projection through W_{k,R},
+        [2L - 1, K, D], are the graph's largest matrix product on long pieces. With a character query (l_i = 0) the
+        distances of Eq. 4-7 are d_hh = d_th = d and d_ht = d_tt = d - l_j: R depends on (d, l_j) alone, for every
+        fusion."""
+        L, K = num_chars, key_lengths.shape[0]
         M2 = L - 1 + K - 1
         tables = self.projected_tables(M2)  # [n, 2 M2 + 1, D]
         d = torch.arange(-(L - 1), L, device=heads.device)[:, None]  # [2L - 1, 1]
-        lengths = torch.arange(K, device=heads.device)[None, :]  # [1, K]
+        lengths = key_lengths.to(d.dtype)[None, :]  # [1, K]
         offsets = {"hh": d, "th": d, "ht": d - lengths, "tt": d - lengths}
         pre = sum(tables[k][(offsets[kind] + M2).expand(-1, K)] for k, kind in enumerate(self.kinds))  # [2L - 1, K, D]
         word_heads, word_tails = heads[:, L:], tails[:, L:]  # [B, W]

@@ -24,8 +24,9 @@ from zhner.fileio import model_directory
 from zhner.shipped import SHIPPED, resolve_model
 
 ONNX_FILE = "model.onnx"
-# bump when the exported graph changes for the same model files (v2: FLAT's character-query position table)
-EXPORT_FORMAT = "2"
+# bump when the exported graph changes for the same model files (v2: FLAT's character-query position table; v3: its
+# key lengths an input, K from the batch's longest word)
+EXPORT_FORMAT = "3"
 _KEYED_FILES = ("config.yaml", "vocab.json", "model.safetensors", "lexicon.txt")
 
 

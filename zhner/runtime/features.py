@@ -29,6 +29,14 @@ def pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> np.ndarray
     return out
 
 
+def key_length_range(word_starts: np.ndarray, word_ends: np.ndarray) -> np.ndarray:
+    """The exported FLAT graph's input `key_lengths`: arange(K) [K], K = the batch's longest word span (tail - head)
+    + 1, padding words (0, 0) included, so at least 1. The graph builds R of Eq. 8 for key lengths 0..K-1 only
+    (zhner.nn.span_position.SpanPositionEncoding.char_queries)."""
+    longest = int((np.asarray(word_ends) - np.asarray(word_starts)).max(initial=0))
+    return np.arange(longest + 1, dtype=np.int64)
+
+
 class Features:
     """Encodes characters as the graph's inputs; built from vocab.json's "fields" (and lexicon.txt for lattice models)."""
 
@@ -96,7 +104,7 @@ class Features:
         names = {"mask"}
         names |= {"chars"} if self.chars is not None else set()
         names |= {"bigrams"} if self.bigram_vocab is not None else set()
-        names |= {"word_mask", "word_starts", "word_ends"} if self.matcher is not None else set()
+        names |= {"word_mask", "word_starts", "word_ends", "key_lengths"} if self.matcher is not None else set()
         names |= {"words"} if self.words is not None else set()
         names |= {"word_types"} if self.word_types is not None else set()
         names |= {"char_features"} if self.lac_kind is not None else set()
@@ -132,6 +140,7 @@ class Features:
             "word_starts": pad([[s for s, _, _ in m] for m in matches], width),
             "word_ends": pad([[e - 1 for _, e, _ in m] for m in matches], width),
         }
+        out["key_lengths"] = key_length_range(out["word_starts"], out["word_ends"])
         if self.words is not None:
             out["words"] = pad([self.words.encode(w for _, _, w in m) for m in matches], width)
         if self.word_types is not None:  # [B, W, S], 0 at padding
