@@ -312,6 +312,13 @@ def lac_pairs() -> str:
     return _benchmark("accuracy/lac_pairs").table(_result("lac", "pairs")) + _source("lac_pairs.json")
 
 
+def window_cost() -> str:
+    """The window size of over-long sentences: what a window costs, and the entities' F1 with the two sizes."""
+    cost = _benchmark("speed/window_cost").table(_result("window", "cost"))
+    pairs = _benchmark("accuracy/window_pairs").table(_result("window", "pairs"))
+    return cost + "\n\n" + pairs + _source("window_cost.json", "window_pairs.json")
+
+
 def results_index() -> str:
     """Every results file with what makes it and whether it is current: benchmarks/index.py's tables, made from the
     folder when the site is built (benchmarks/results/INDEX.md is the same, committed)."""
@@ -523,6 +530,7 @@ PARTS: dict[str, Callable[[], str]] = {
     "frozen-layers-speed": frozen_layers_speed,
     "lac-check": lac_check,
     "lac-pairs": lac_pairs,
+    "window-cost": window_cost,
     "results-index": results_index,
     "cli-reference": cli_reference,
     "config-reference": config_reference,

@@ -18,6 +18,7 @@ from zhner.cli.common import (
     resolve_model_dir,
     torch_device,
 )
+from zhner.data.longtext import PIECE_CHARS
 from zhner.errors import ZhnerError
 
 
@@ -65,7 +66,7 @@ def predict(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (a GPU when CUDA is available)"),
     confidence: bool = typer.Option(False, "--confidence", help="add each entity's probability under the CRF as \"score\" (--format jsonl only)"),
     nbest: int = typer.Option(
-        0, "--nbest", min=0, max=20, help="add the K most probable tag paths of each text of at most 512 characters as "
+        0, "--nbest", min=0, max=20, help=f"add the K most probable tag paths of each text of at most {PIECE_CHARS} characters as "
         '"nbest": [{"probability", "entities"}] (jsonl; a longer text gets null)', metavar="K"
     ),
     engine: Engine = choice_option(

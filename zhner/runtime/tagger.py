@@ -12,7 +12,7 @@ from pathlib import Path
 
 from zhner.data.batching import budget_batches
 from zhner.data.example import check_positive, text_list
-from zhner.data.longtext import OVERLAP, PIECE_CHARS, split_long_text, stitch
+from zhner.data.longtext import LEGACY_PIECE_CHARS, OVERLAP, PIECE_CHARS, split_long_text, stitch
 from zhner.data.schemes import tags_to_spans, trim_spans
 from zhner.errors import ZhnerError
 from zhner.fileio import VOCAB_FILE, FileKind, check_regular, model_directory, read_committed, read_model_mapping
@@ -162,8 +162,8 @@ class RuntimeTagger:
 
 def _piece_chars(graph, path: Path) -> int:
     value = graph.get_modelmeta().custom_metadata_map.get(PIECE_CHARS_KEY)
-    if value is None:  # exported before the key was written: Tagger's default
-        return PIECE_CHARS
+    if value is None:  # exported before the key was written: Tagger's default then
+        return LEGACY_PIECE_CHARS
     try:
         size = int(value)
     except ValueError:

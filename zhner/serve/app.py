@@ -39,6 +39,7 @@ from starlette.responses import Response
 
 from zhner import __version__
 from zhner.data.corpus import lone_surrogate
+from zhner.data.longtext import PIECE_CHARS
 from zhner.data.schemes import split_tag
 from zhner.errors import ZhnerError
 from zhner.evaluate.metrics import test_scores_by_corpus
@@ -107,7 +108,7 @@ class NERRequest(BaseModel):
     texts: list[StrictStr] | None = Field(None, description="several texts; the response holds one record per text")
     confidence: StrictBool = Field(False, description="add each entity's probability under the model's CRF as `score`")
     nbest: int = Field(0, ge=0, le=20, strict=True, description="add the k most probable tag paths of each text as `nbest` "
-                       "(texts of one piece only: at most 512 characters)")
+                       f"(texts of one piece only: at most {PIECE_CHARS} characters)")
     translation: StrictStr | None = Field(None, description="with `text`, ACT-S models only: its English translation "
                                           "(absent: the model's translator makes one, or the text has none)")
     translations: list[StrictStr | None] | None = Field(None, description="with `texts`, ACT-S models only: one English "
