@@ -292,7 +292,7 @@ class OnnxTagger(Tagger):
         if "en_ids" in batch:
             batch = _at_least_one_english_piece(batch, self.translation_field().pad_id)
         if "key_lengths" in self.input_names:  # FLAT's key lengths (a graph exported with them: EXPORT_FORMAT >= 3)
-            batch = batch | {"key_lengths": torch.from_numpy(key_length_range(batch["word_starts"], batch["word_ends"]))}
+            batch = batch | {"key_lengths": torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))}
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 

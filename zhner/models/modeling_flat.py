@@ -130,7 +130,7 @@ class FLAT(SequenceTagger):
         self.out = nn.Linear(d_model, num_tags)
         # set by zhner.export to the lexicon's longest word + 1: a one-layer model then traces R of character queries
         # over (distance, key length) (CharQueryPositions) instead of per pair (DensePositions, [B, N, N, D]), with the
-        # key lengths of each batch an input of the graph (`key_lengths`, zhner.models.inputs.key_length_range)
+        # key lengths of each batch an input of the graph (`key_lengths`, zhner.runtime.features.key_length_range)
         self.export_word_lengths: int | None = None
 
     def pretrained_tables(self) -> dict[str, nn.Embedding]:

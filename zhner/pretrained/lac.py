@@ -136,8 +136,8 @@ class LacModel:
     tags: tuple[str, ...]  # "PER-B", "n-I", ..., "O"
     origin_mode: bool = False  # True: the other GRU convention (wrong for LAC; kept to show that it is)
     normalize: bool = True  # read characters through `lac_char` (False: as jieba's reader does, raw)
-    # character -> its row, filled as characters are met (at most one entry per code point): `lac_char` and two look-ups
-    # per character were 4% of zh-accurate's runtime call
+    # character -> its row, filled as characters are met (at most one entry per code point): MSRA's test set read in
+    # 0.05 CPU s against 0.09 with `lac_char` and two look-ups per character
     _rows: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def ids(self, chars: Sequence[str]) -> np.ndarray:
