@@ -123,6 +123,12 @@ def test_a_model_without_a_graph_is_exported_once_into_the_cache(exported, tmp_p
     cache_graph(str(bare))
     load_runtime(str(bare))
     assert path.stat().st_mtime_ns == made and not list(path.parent.glob(".*"))  # read back; no partial file left
+    import zhner.runtime.cache
+
+    monkeypatch.setattr(zhner.runtime.cache, "PIECE_CHARS", 128)  # the graph records where text is cut: a new one
+    assert cached_graph(bare)[1] != path
+    monkeypatch.undo()
+    monkeypatch.setenv("ZHNER_CACHE", str(tmp_path / "cache"))
     (bare / "config.yaml").write_text((bare / "config.yaml").read_text() + "\n")
     assert cached_graph(bare)[1] != path  # another model: another graph
     assert cached_graph(out)[1] == out / "model.onnx"  # a directory's own graph is used as it is

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from zhner.data.longtext import PIECE_CHARS
 from zhner.errors import ZhnerError
 from zhner.fileio import model_directory
 from zhner.shipped import SHIPPED, resolve_model
@@ -36,8 +37,9 @@ def cache_root() -> Path:
 
 
 def model_key(directory: Path) -> str:
-    """A digest of the model's files and the export format: what the cached graph was made from."""
-    digest = hashlib.sha256(f"zhner-onnx-{EXPORT_FORMAT}\0".encode())
+    """A digest of the model's files, the export format and the piece size (the graph's metadata records where the
+    tagger cuts long text): what the cached graph was made from."""
+    digest = hashlib.sha256(f"zhner-onnx-{EXPORT_FORMAT}-{PIECE_CHARS}\0".encode())
     for name in _KEYED_FILES:
         path = directory / name
         if path.is_file():
