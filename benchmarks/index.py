@@ -46,6 +46,9 @@ NAMES = [  # (pattern matched at the start of a file's name, what makes it) wher
     (r"acts_english_e5_weibo$", "by hand: accuracy"),  # two run sets and their zhner compare, with the commands
 ]
 SUPERSEDED = {  # file: (the file that answers its question now, why)
+    "peers_int8": (
+        "peers", "peers.json now times the int8 graphs in the same interleaved run as the rest, with the code after the "
+        "graph's key lengths and the 256-character windows"),
     "findings_flat_resume_attention_fast": (
         "findings_flat_resume_attention_fast_annealed", "the constant-rate recipe it measured was replaced by the "
         "annealed one, measured there against the same 50 epochs (its rows are repeated there)"),

@@ -274,3 +274,18 @@ def test_swagger_ui_is_served_from_local_files():
     assert "'/openapi.json'" in page.text and client.get("/openapi.json").json()["openapi"].startswith("3.")
     assert client.get("/docs/no-such-file.js").status_code == 404
     assert client.get("/redoc").status_code == 404  # FastAPI's ReDoc page loads its script from a CDN: turned off
+
+
+def test_the_unseen_pairs_and_window_tables_hold_every_row_of_their_files():
+    pages = _pages_module()
+    results = REPO / "benchmarks" / "results"
+    unseen = pages.part("unseen-pairs")
+    rows = [line for line in unseen.splitlines() if re.match(r"\| n?flat \|", line)]
+    expected = [r for name in pages.UNSEEN_PAIRS
+                for r in json.loads((results / f"unseen_pairs_{name}.json").read_text(encoding="utf-8"))["rows"]]
+    assert len(rows) == len(expected) and "| flat | msra | both | 42 |" in unseen
+    window = pages.part("window-cost")
+    cost = json.loads((results / "window_cost.json").read_text(encoding="utf-8"))["rows"]
+    for r in cost:
+        assert f"| {r['window']} | {r['ms_per_window']:.1f} |" in window
+    assert "| zh-accurate | msra |" in window  # the F1 pairs of the two window sizes follow

