@@ -13,7 +13,9 @@ seen_unseen.json), and each arm is compared with "none" by seed (two-sided paire
 test strict F1, unseen F1, seen F1 and dev F1; the results file keeps the commands, seeds and per-seed scores.
 
 `--none-from FILE` pairs the arms with the per-seed figures of the "none" arm recorded in an earlier results file of
-this script (its rows' per_seed_none for the same model and corpus) instead of training it again.
+this script (its rows' per_seed_none for the same model and corpus) instead of training it again. `--merge FILE ...`
+pools the seeds of the same pairs recorded in earlier results files (each arm's and none's per-seed figures) with
+this run's, and tests the pooled seeds: more seeds of a pair without training the first ones again.
 
 Corpora are registry names whose configs exist (weibo, resume, msra: MSRA one seed for the best arm, `--corpora msra
 --arms none both --seeds 42`), or NAME=CONFIG_CORPUS to train another dataset with a corpus's config (the smoke test:
@@ -154,15 +156,20 @@ def pairs(runs: list[dict], args: argparse.Namespace) -> list[dict]:
         for arm in args.arms:
             if arm == "none" or not by_arm[arm]:
                 continue
-            arm_runs = summaries(by_arm[arm])
+            arm_runs, none_runs = summaries(by_arm[arm]), dict(base_runs)
+            for path in args.merge:  # earlier seeds of the same pair: this run's own seeds win
+                earlier_arm, earlier_none = recorded(path, model, dataset, arm)
+                arm_runs, none_runs = earlier_arm | arm_runs, earlier_none | none_runs
             a_dir, b_dir = by_arm[arm][0]["dir"].parent, base_dir
+            if args.merge:
+                b_dir += " (+ the seeds recorded in " + ", ".join(p.name for p in args.merge) + ")"
             rows.append({
                 "model": model, "dataset": dataset, "a": arm, "b": "none",
                 "a_overrides": arm_overrides(arm, args),
                 "command": f"zhner compare {a_dir} {b_dir} --json  (+ zhner evaluate RUN {dataset} --seen-in {dataset} per run)",
                 "per_seed": {str(s): {k: _get(arm_runs[s], k) for k in METRICS} for s in sorted(arm_runs)},
-                "per_seed_none": {str(s): {k: _get(base_runs[s], k) for k in METRICS} for s in sorted(base_runs)},
-                "comparison": compare(arm_runs, base_runs, METRICS),
+                "per_seed_none": {str(s): {k: _get(none_runs[s], k) for k in METRICS} for s in sorted(none_runs)},
+                "comparison": compare(arm_runs, none_runs, METRICS),
             })
     return rows
 
@@ -172,8 +179,25 @@ def recorded_none(path: Path, model: str, dataset: str) -> dict[int, dict]:
     rows = [r for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if (r["model"], r["dataset"]) == (model, dataset)]
     if not rows:
         raise SystemExit(f"{path}: no row for {model} on {dataset}")
+    return _from_figures(rows[0]["per_seed_none"])
+
+
+def recorded(path: Path, model: str, dataset: str, arm: str) -> tuple[dict[int, dict], dict[int, dict]]:
+    """(seed -> summary of `arm`, seed -> summary of none) as the pair's row of `path` recorded them."""
+    try:
+        recorded_rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"{path}: not a results file of this script ({type(exc).__name__})") from None
+    rows = [r for r in recorded_rows if (r["model"], r["dataset"], r["a"]) == (model, dataset, arm)]
+    if not rows:
+        raise SystemExit(f"{path}: no row for {model} on {dataset} with the arm {arm}")
+    return _from_figures(rows[0]["per_seed"]), _from_figures(rows[0]["per_seed_none"])
+
+
+def _from_figures(per_seed: dict[str, dict]) -> dict[int, dict]:
+    """A results file's per-seed figures ({"42": {"test.f1_strict": ...}}) -> seed -> summary ({"test": {...}})."""
     out: dict[int, dict] = {}
-    for seed, figures in rows[0]["per_seed_none"].items():
+    for seed, figures in per_seed.items():
         summary: dict[str, dict] = {}
         for metric, value in figures.items():
             split, key = metric.split(".")
@@ -224,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--table", action="store_true", help="print the results file's table and stop")
     ap.add_argument("--no-train", action="store_true", help="only score and compare the runs already finished")
     ap.add_argument("--none-from", type=Path, help="pair with the none arm recorded in this results file (not trained)")
+    ap.add_argument("--merge", type=Path, nargs="+", default=[], help="pool the seeds recorded in these results files")
     ap.add_argument("--score", type=Path, metavar="RUN_DIR", help="write RUN_DIR/seen_unseen.json and stop")
     args = ap.parse_args(argv)
     if args.score:
