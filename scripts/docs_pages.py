@@ -314,8 +314,8 @@ def lac_pairs() -> str:
 
 # issue 50's paired measurements of typed lexicon words and mention replacement, each arm against none by seed (the
 # GPU's 0.6-minute snapshot, unseen_pairs_device.json, is left out: its runs stopped in their first epochs)
-UNSEEN_PAIRS = ("device_cpu", "flat_resume", "flat_resume_replacement", "nflat_weibo", "nflat_weibo_replacement",
-                "nflat_resume", "flat_msra")
+UNSEEN_PAIRS = ("device_cpu", "flat_resume", "flat_resume_replacement", "flat_resume_pooled", "nflat_weibo",
+                "nflat_weibo_replacement", "nflat_resume", "flat_msra")
 
 
 def unseen_pairs() -> str:
