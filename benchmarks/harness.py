@@ -92,6 +92,29 @@ def output_options(parser: argparse.ArgumentParser, results_file: str) -> None:
     parser.add_argument("--note", default="", help="recorded in the JSON, e.g. what else ran on the machine")
 
 
+def sentence_pair_options(parser: argparse.ArgumentParser, results_file: str) -> None:
+    """The options of a script that tags the test sets with two variants of the shipped models and tests them paired
+    over sentences (accuracy/int8_pairs.py, accuracy/window_pairs.py): --models, --sentences, the randomization test's
+    --resamples and --seed, --batch, and --out (benchmarks/results/`results_file` unless given)."""
+    parser.add_argument("--models", nargs="+", default=["zh-small", "zh-accurate"])
+    parser.add_argument("--sentences", type=int, default=None, help="first N sentences of each test set (default all)")
+    parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0, help="the randomization test's shuffles")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--out", default=str(RESULTS / results_file))
+
+
+def paired_sentence_test(gold: list, a: list, b: list, resamples: int, seed: int) -> tuple[dict, int]:
+    """Strict span F1 of entities `a` against `b` (per sentence, [(start, end, type)]) on `gold`: the paired
+    approximate randomization test over the sentences (zhner.evaluate.significance; f1_a, f1_b, diff, p) and the
+    number of sentences whose entities differ."""
+    from zhner.evaluate.metrics import span_sentence_counts
+    from zhner.evaluate.significance import approximate_randomization
+
+    test = approximate_randomization(span_sentence_counts(gold, a), span_sentence_counts(gold, b), resamples, seed)
+    return test, sum(set(x) != set(y) for x, y in zip(a, b))
+
+
 def machine() -> str:
     """The machine in a line: architecture, cores, Python."""
     return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}"

@@ -25,16 +25,8 @@ harness.use_checkout()
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["zh-small", "zh-accurate"])
-    parser.add_argument("--sentences", type=int, default=None, help="first N sentences of each test set (default all)")
-    parser.add_argument("--resamples", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0, help="the randomization test's shuffles")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--out", default=str(harness.RESULTS / "int8_pairs.json"))
+    harness.sentence_pair_options(parser, "int8_pairs.json")
     args = parser.parse_args()
-    from zhner.evaluate.metrics import span_sentence_counts
-    from zhner.evaluate.significance import approximate_randomization
-
     provenance = harness.Run()
     data = test_sets(args.sentences)
     rows = []
@@ -44,9 +36,8 @@ def main() -> None:
                    for kind, runtime in (("float", "onnx"), ("int8", "onnx8"))}
         for corpus, (texts, gold) in data.items():
             predicted = {kind: run(texts) for kind, run in systems.items()}
-            test = approximate_randomization(span_sentence_counts(gold, predicted["int8"]),
-                                             span_sentence_counts(gold, predicted["float"]), args.resamples, args.seed)
-            changed = sum(set(a) != set(b) for a, b in zip(predicted["int8"], predicted["float"]))
+            test, changed = harness.paired_sentence_test(gold, predicted["int8"], predicted["float"], args.resamples,
+                                                         args.seed)
             rows.append({"model": model, "corpus": corpus, "sentences": len(texts),
                          "f1_float": round(100 * test["f1_b"], 2), "f1_int8": round(100 * test["f1_a"], 2),
                          "int8_minus_float": round(100 * test["diff"], 2), "p": round(test["p"], 4),

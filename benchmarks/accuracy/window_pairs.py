@@ -48,17 +48,9 @@ def main() -> None:
     from zhner.data.longtext import PIECE_CHARS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["zh-small", "zh-accurate"])
     parser.add_argument("--base", type=int, default=512, help="the window size compared with PIECE_CHARS")
-    parser.add_argument("--sentences", type=int, default=None, help="first N sentences of each test set (default all)")
-    parser.add_argument("--resamples", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0, help="the randomization test's shuffles")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--out", default=str(harness.RESULTS / "window_pairs.json"))
+    harness.sentence_pair_options(parser, "window_pairs.json")
     args = parser.parse_args()
-    from zhner.evaluate.metrics import span_sentence_counts
-    from zhner.evaluate.significance import approximate_randomization
-
     provenance = harness.Run()
     data = test_sets(args.sentences)
     rows = []
@@ -66,9 +58,7 @@ def main() -> None:
         tagger = harness.load(model)
         for corpus, (texts, gold) in data.items():
             new, old = (tagged(tagger, texts, size, args.batch) for size in (PIECE_CHARS, args.base))
-            test = approximate_randomization(span_sentence_counts(gold, new), span_sentence_counts(gold, old),
-                                             args.resamples, args.seed)
-            changed = sum(set(a) != set(b) for a, b in zip(new, old))
+            test, changed = harness.paired_sentence_test(gold, new, old, args.resamples, args.seed)
             rows.append({"model": model, "corpus": corpus, "sentences": len(texts),
                          "longer_than_window": sum(len(t) > PIECE_CHARS for t in texts),
                          f"f1_{args.base}": round(100 * test["f1_b"], 2), f"f1_{PIECE_CHARS}": round(100 * test["f1_a"], 2),
