@@ -176,22 +176,26 @@ def pairs(runs: list[dict], args: argparse.Namespace) -> list[dict]:
 
 def recorded_none(path: Path, model: str, dataset: str) -> dict[int, dict]:
     """seed -> summary of the "none" arm's per-seed figures recorded in `path` (a results file of this script)."""
-    rows = [r for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if (r["model"], r["dataset"]) == (model, dataset)]
-    if not rows:
-        raise SystemExit(f"{path}: no row for {model} on {dataset}")
-    return _from_figures(rows[0]["per_seed_none"])
+    return _from_figures(_recorded_row(path, model, dataset)["per_seed_none"])
 
 
 def recorded(path: Path, model: str, dataset: str, arm: str) -> tuple[dict[int, dict], dict[int, dict]]:
     """(seed -> summary of `arm`, seed -> summary of none) as the pair's row of `path` recorded them."""
+    row = _recorded_row(path, model, dataset, arm)
+    return _from_figures(row["per_seed"]), _from_figures(row["per_seed_none"])
+
+
+def _recorded_row(path: Path, model: str, dataset: str, arm: str | None = None) -> dict:
+    """The first row of `path` (a results file of this script) for `model` on `dataset` (and `arm`, when given); a
+    one-line error when the file cannot be read or holds none."""
     try:
-        recorded_rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"{path}: not a results file of this script ({type(exc).__name__})") from None
-    rows = [r for r in recorded_rows if (r["model"], r["dataset"], r["a"]) == (model, dataset, arm)]
-    if not rows:
-        raise SystemExit(f"{path}: no row for {model} on {dataset} with the arm {arm}")
-    return _from_figures(rows[0]["per_seed"]), _from_figures(rows[0]["per_seed_none"])
+    for row in rows:
+        if (row["model"], row["dataset"]) == (model, dataset) and arm in (None, row.get("a")):
+            return row
+    raise SystemExit(f"{path}: no row for {model} on {dataset}" + (f" with the arm {arm}" if arm else ""))
 
 
 def _from_figures(per_seed: dict[str, dict]) -> dict[int, dict]:
