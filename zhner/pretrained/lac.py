@@ -155,9 +155,15 @@ class LacModel:
         return self.states_batch([chars])[0]
 
     def states_batch(self, sentences: Sequence[Sequence[str]], engine: str = "auto") -> list[np.ndarray]:
-        """`states` of several sentences at once (one loop over the longest): a list of [n_b, 256].
-        engine "onnxruntime" runs the BiGRU layers in onnxruntime (zhner.pretrained.lac_onnx), "numpy" here; "auto"
-        takes onnxruntime where it is installed and the model has LAC's own GRU convention (origin_mode off)."""
+        """`states` of several sentences at once (one loop over the longest): a list of [n_b, 256]."""
+        x, lengths = self.padded_states(sentences, engine)
+        return [x[b, :n] for b, n in enumerate(lengths)]
+
+    def padded_states(self, sentences: Sequence[Sequence[str]], engine: str = "auto") -> tuple[np.ndarray, list[int]]:
+        """The top layer's states of several sentences, padded: [B, L, 256] float32 (L the longest, zero past each
+        sentence's length), and the lengths. engine "onnxruntime" runs the BiGRU layers in onnxruntime
+        (zhner.pretrained.lac_onnx), "numpy" here; "auto" takes onnxruntime where it is installed and the model has
+        LAC's own GRU convention (origin_mode off)."""
         if engine not in ("auto", "numpy", "onnxruntime"):
             raise ValueError(f"unknown engine {engine!r}: auto, numpy or onnxruntime")
         lengths = [len(s) for s in sentences]
@@ -173,12 +179,12 @@ class LacModel:
         if session is None and engine == "onnxruntime":
             raise ZhnerError("engine onnxruntime needs onnxruntime installed and origin_mode off")
         if session is not None:
-            x = session.states(ids, lengths)  # [B, L, 256]
-        else:
-            x = self.embedding[ids]  # [B, L, 128]
-            for layer in self.layers:
-                x = layer.run(x, lengths, self.origin_mode)  # [B, L, 256]
-        return [x[b, :n] for b, n in enumerate(lengths)]
+            return session.states(ids, lengths), lengths  # [B, L, 256]
+        x = self.embedding[ids]  # [B, L, 128]
+        for layer in self.layers:
+            x = layer.run(x, lengths, self.origin_mode)  # [B, L, 256]
+        x[np.arange(L)[None, :] >= np.asarray(lengths)[:, None]] = 0.0  # as onnxruntime's GRU leaves padding
+        return x, lengths
 
     def scores(self, chars: Sequence[str]) -> np.ndarray:
         """LAC's emissions (tag scores before the CRF): chars (n) -> [n, 57] float32."""
@@ -326,15 +332,35 @@ def load_lac_model() -> LacModel:
 def char_features(lac: LacModel, sentences: Sequence[Sequence[str]], kind: str) -> list[np.ndarray]:
     """The frozen features `model.char_features: KIND` gives each sentence's characters: "lac", the top BiGRU layer's
     states; "lac_scores", LAC's 57 tag scores. Each character's row is scaled to unit L2 norm (as the pretrained
-    embeddings it is concatenated with) and stored as float16: a list of [n_b, FEATURE_DIMS[kind]]. One batched GRU
-    loop over the sentences given; the training featurizer and the torch-free runtime both call this."""
+    embeddings it is concatenated with) and stored as float16: a list of [n_b, FEATURE_DIMS[kind]] (copies, so that a
+    memo of one sentence holds its own rows, not the batch's). One batched GRU loop over the sentences given."""
+    features, lengths = padded_char_features(lac, sentences, kind)
+    return [features[b, :n].copy() for b, n in enumerate(lengths)]
+
+
+def padded_char_features(
+    lac: LacModel, sentences: Sequence[Sequence[str]], kind: str, dtype: type = np.float16
+) -> tuple[np.ndarray, list[int]]:
+    """`char_features` of a batch, padded: [B, L, FEATURE_DIMS[kind]], zero past each sentence, and the lengths. The
+    values are float16's whatever `dtype` stores them in (float32: the float16 values, rounded in onnxruntime where
+    it is installed, 20x numpy's two conversions). The training featurizer (through `char_features`) and the
+    torch-free runtime both compute them here, so both read the same bits: each row's norm is numpy's over the
+    contiguous last axis whether the array holds one sentence or a batch."""
     if kind not in FEATURE_DIMS:
         raise ValueError(f"unknown character features {kind!r}: one of {', '.join(FEATURE_DIMS)}")
-    out = []
-    for states in lac.states_batch(sentences):  # [n, 256] each
-        x = states if kind == "lac" else lac.emissions(states)  # [n, dim]
-        out.append((x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-6)).astype(np.float16))
-    return out
+    states, lengths = lac.padded_states(sentences)  # [B, L, 256]
+    if kind == "lac":
+        x = states  # zero past each length already
+    else:  # the output layer gives padding its bias: zero it, as a sentence alone has no such rows
+        x = lac.emissions(states) * (np.arange(states.shape[1])[None, :] < np.asarray(lengths)[:, None])[..., None]
+    unit = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-6)  # [B, L, F]
+    if np.dtype(dtype) == np.float16:
+        return unit.astype(np.float16), lengths
+    if np.dtype(dtype) != np.float32:
+        raise ValueError(f"char features are stored as float16 or float32, not {np.dtype(dtype)}")
+    from zhner.pretrained.lac_onnx import round_to_float16  # here: lac_onnx builds on this module
+
+    return round_to_float16(unit), lengths
 
 
 def check_weights(kind: str, weights_sha256: str | None) -> str:

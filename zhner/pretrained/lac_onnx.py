@@ -27,7 +27,7 @@ from zhner.pretrained.lac import HIDDEN, GRUDirection, LacModel
 
 OPSET = 14
 IR_VERSION = 8
-FLOAT, INT32, INT64 = 1, 6, 7  # TensorProto.DataType
+FLOAT, INT32, INT64, FLOAT16 = 1, 6, 7, 10  # TensorProto.DataType
 _NUMPY_TYPE = {np.dtype(np.float32): FLOAT, np.dtype(np.int32): INT32, np.dtype(np.int64): INT64}
 ATTR_INT, ATTR_STRING, ATTR_INTS = 2, 3, 7  # AttributeProto.AttributeType
 RUN_CHARACTERS = 8192  # padded characters per session run (OrtBiGRU.states)
@@ -111,6 +111,12 @@ def _onnx_gates(d: GRUDirection) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return W, R, B
 
 
+def _model(graph: _Proto) -> bytes:
+    """ModelProto of `graph` at this module's IR version and opset."""
+    opset = _Proto().bytes(1, "").int(2, OPSET)
+    return _Proto().int(1, IR_VERSION).bytes(2, "zhner").bytes(7, graph).bytes(8, opset).done()
+
+
 def bigru_graph(lac: LacModel) -> bytes:
     """The ModelProto of LAC's embedding lookup and two BiGRU layers: ids int64 [L, B] (time-major), lengths int32 [B]
     -> states float32 [B, L, 2H] ([forward ; backward] of the top layer, zero past each length)."""
@@ -138,8 +144,18 @@ def bigru_graph(lac: LacModel) -> bytes:
         graph.bytes(5, tensor)
     graph.bytes(11, _value_info("ids", INT64, ["L", "B"])).bytes(11, _value_info("lengths", INT32, ["B"]))
     graph.bytes(12, _value_info("states", FLOAT, ["B", "L", 2 * H]))
-    opset = _Proto().bytes(1, "").int(2, OPSET)
-    return _Proto().int(1, IR_VERSION).bytes(2, "zhner").bytes(7, graph).bytes(8, opset).done()
+    return _model(graph)
+
+
+def float16_rounding_graph() -> bytes:
+    """x float32 [B, L, F] -> x rounded to float16 and back to float32 (two Casts): what numpy's
+    `x.astype(np.float16).astype(np.float32)` gives, bit for bit (both round to nearest, ties to even, subnormals
+    kept), in 0.07 ms instead of 1.6 for [32, 46, 256] (one thread, this machine)."""
+    graph = _Proto().bytes(1, _node("Cast", ["x"], ["half"], to=FLOAT16))
+    graph.bytes(1, _node("Cast", ["half"], ["y"], to=FLOAT))
+    graph.bytes(2, "float16_rounding")
+    graph.bytes(11, _value_info("x", FLOAT, ["B", "L", "F"])).bytes(12, _value_info("y", FLOAT, ["B", "L", "F"]))
+    return _model(graph)
 
 
 class OrtBiGRU:
@@ -193,3 +209,22 @@ def ort_bigru(lac: LacModel) -> OrtBiGRU | None:
             _SESSIONS.clear()
         _SESSIONS[key] = (lac, OrtBiGRU(lac))  # the model is kept with its session, so its id stays its own
     return _SESSIONS[key][1]
+
+
+_ROUNDERS: dict[int, object] = {}  # process -> its float16 rounding session
+
+
+def round_to_float16(x: np.ndarray) -> np.ndarray:
+    """x float32 [B, L, F] rounded to float16's precision, as float32: onnxruntime where it is installed, else numpy."""
+    if not onnxruntime_installed():
+        return x.astype(np.float16).astype(np.float32)
+    session = _ROUNDERS.get(os.getpid())
+    if session is None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        session = _ROUNDERS[os.getpid()] = ort.InferenceSession(
+            float16_rounding_graph(), options, providers=["CPUExecutionProvider"]
+        )
+    return session.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]

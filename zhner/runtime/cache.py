@@ -26,8 +26,8 @@ from zhner.shipped import SHIPPED, resolve_model
 
 ONNX_FILE = "model.onnx"
 # bump when the exported graph changes for the same model files (v2: FLAT's character-query position table; v3: its
-# key lengths an input, K from the batch's longest word)
-EXPORT_FORMAT = "3"
+# key lengths an input, K from the batch's longest word; v4: the key mask inside FLAT's q . k product)
+EXPORT_FORMAT = "4"
 _KEYED_FILES = ("config.yaml", "vocab.json", "model.safetensors", "lexicon.txt")
 
 

@@ -14,7 +14,7 @@ from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
 from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
-from zhner.pretrained.lac import char_features as lac_char_features
+from zhner.pretrained.lac import padded_char_features as lac_padded_features
 from zhner.pretrained.lac import check_weights as check_lac_weights
 from zhner.runtime.matcher import WordMatcher
 
@@ -154,11 +154,8 @@ class Features:
 
     def _lac(self, texts: Sequence[str], width: int) -> np.ndarray:
         """[B, L, F] float32 LAC features of the raw characters (as zhner.models.fields.LacField), zero at padding."""
-        rows = lac_char_features(load_lac_model(), [list(t) for t in texts], self.lac_kind)
-        out = np.zeros((len(texts), width, FEATURE_DIMS[self.lac_kind]), dtype=np.float32)
-        for b, x in enumerate(rows):
-            out[b, : len(x)] = x
-        return out
+        features, _ = lac_padded_features(load_lac_model(), [list(t) for t in texts], self.lac_kind, np.float32)
+        return features  # [B, width, F]: width is the longest text, as the features' L
 
     def _pieces(self, texts: Sequence[str]) -> np.ndarray:
         vocab = self.pieces
