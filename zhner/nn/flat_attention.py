@@ -179,7 +179,12 @@ class FlatRelativeAttention(nn.Module):
         return self.out(out) if self.out is not None else out
 
     def _attend_key_masked(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions, allowed: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        positions: SpanPositions | DensePositions | None,
+        allowed: torch.Tensor,
     ) -> torch.Tensor:
         """`attend` for a mask on keys alone (allowed [B, 1, N]) as the exported graph computes it; the same scores.
         The mask is one more dimension of the product: (q_i + u ; 1) . (k_j ; 0 or -inf) = (q_i + u) . k_j, or -inf

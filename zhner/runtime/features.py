@@ -13,7 +13,7 @@ from zhner.data.sentencepiece import char_piece_ids
 from zhner.data.vocab import Vocab, bigrams, normalize_char
 from zhner.data.wordpiece import CLS, PAD, SEP, UNK
 from zhner.errors import ZhnerError
-from zhner.pretrained.lac import FEATURE_DIMS, load_lac_model
+from zhner.pretrained.lac import load_lac_model
 from zhner.pretrained.lac import padded_char_features as lac_padded_features
 from zhner.pretrained.lac import check_weights as check_lac_weights
 from zhner.runtime.matcher import WordMatcher
@@ -124,7 +124,7 @@ class Features:
         if self.pieces is not None:
             batch["bert_ids"] = self._pieces(texts)
         if self.lac_kind is not None:
-            batch["char_features"] = self._lac(texts, width)
+            batch["char_features"] = self._lac(texts)
         return batch
 
     def _normalized(self, field: str, text: str) -> list[str]:
@@ -152,10 +152,10 @@ class Features:
             out["word_types"] = types
         return out
 
-    def _lac(self, texts: Sequence[str], width: int) -> np.ndarray:
-        """[B, L, F] float32 LAC features of the raw characters (as zhner.models.fields.LacField), zero at padding."""
-        features, _ = lac_padded_features(load_lac_model(), [list(t) for t in texts], self.lac_kind, np.float32)
-        return features  # [B, width, F]: width is the longest text, as the features' L
+    def _lac(self, texts: Sequence[str]) -> np.ndarray:
+        """[B, L, F] float32 LAC features of the raw characters (as zhner.models.fields.LacField), zero at padding; L
+        is the longest text, as the batch's other inputs."""
+        return lac_padded_features(load_lac_model(), [list(t) for t in texts], self.lac_kind, np.float32)[0]
 
     def _pieces(self, texts: Sequence[str]) -> np.ndarray:
         vocab = self.pieces
