@@ -424,6 +424,28 @@ def test_budget_batches_bound_the_attention_cost():
     assert len(budget_batches([40] * 100, batch_size=64, max_cells=2_000_000)) == 2
 
 
+def test_budget_batches_by_word_count_pad_fewer_word_keys():
+    from zhner.data.batching import budget_batches
+
+    rng = __import__("random").Random(0)
+    lengths = [rng.randint(30, 50) for _ in range(2000)] + [5, 900]
+    words = [rng.randint(0, 40) for _ in lengths]
+    by_length = budget_batches(lengths, batch_size=32, max_cells=100_000)
+    by_words = budget_batches(lengths, batch_size=32, max_cells=100_000, words=words, bucket=4)
+    assert sorted(i for b in by_words for i in b) == list(range(len(lengths)))
+
+    def padded_word_cells(batches):  # the (character, word) cells a batch of its longest sentence and most words holds
+        return sum(len(b) * max(lengths[i] for i in b) * max(words[i] for i in b) for b in batches)
+
+    assert padded_word_cells(by_words) < 0.9 * padded_word_cells(by_length)
+    for b in by_words:  # the same bounds as by length alone
+        longest = max(lengths[i] for i in b)
+        assert len(b) <= 32 and (len(b) == 1 or len(b) * longest**2 <= 100_000)
+        assert min(lengths[i] for i in b) >= longest / 2
+    assert [900] in [[lengths[i] for i in b] for b in by_words]
+    assert budget_batches(lengths, 32, 100_000, words=None) == by_length  # no words: longest first, as before
+
+
 def test_bigram_min_count_keeps_frequent_train_bigrams_only():
     from collections import Counter
 

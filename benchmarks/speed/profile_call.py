@@ -56,8 +56,8 @@ STAGES = [
 # the torch-free runtime's stages; "graph (onnxruntime)" is its session's run, wrapped on the loaded tagger
 RUNTIME_STAGES = [
     ("split long text", 1, "zhner.runtime.tagger:RuntimeTagger", "split"),
+    ("lexicon matching", 1, "zhner.runtime.features:Features", "match"),  # before batching, since the word-count batches
     ("features (numpy)", 1, "zhner.runtime.features:Features", "batch"),
-    ("lexicon matching", 2, "zhner.runtime.features:Features", "_lattice"),
     ("LAC features", 2, "zhner.runtime.features:Features", "_lac"),
     ("LAC BiGRU (onnxruntime)", 3, "zhner.pretrained.lac_onnx:OrtBiGRU", "states"),
     ("graph (onnxruntime)", 1, None, "run"),

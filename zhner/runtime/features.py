@@ -16,7 +16,7 @@ from zhner.errors import ZhnerError
 from zhner.pretrained.lac import load_lac_model
 from zhner.pretrained.lac import padded_char_features as lac_padded_features
 from zhner.pretrained.lac import check_weights as check_lac_weights
-from zhner.runtime.matcher import WordMatcher
+from zhner.runtime.matcher import Match, WordMatcher
 
 FORMAT = 2  # vocab.json's layout (zhner.models.inputs.FORMAT)
 SUPPORTED = ("chars", "bigrams", "lexicon", "pieces", "lac")
@@ -110,8 +110,13 @@ class Features:
         names |= {"char_features"} if self.lac_kind is not None else set()
         return names | ({"bert_ids"} if self.pieces is not None else set())
 
-    def batch(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The inputs of a batch of non-empty texts (one character per token)."""
+    def match(self, texts: Sequence[str]) -> list[list[Match]] | None:
+        """Each text's lexicon words (WordMatcher.match), or None for a model without a lexicon."""
+        return None if self.matcher is None else [self.matcher.match(t) for t in texts]
+
+    def batch(self, texts: Sequence[str], matches: Sequence[list[Match]] | None = None) -> dict[str, np.ndarray]:
+        """The inputs of a batch of non-empty texts (one character per token); `matches`: the texts' lexicon words
+        if `match` found them already."""
         lengths = [len(t) for t in texts]
         width = max(lengths)
         batch = {"mask": np.arange(width)[None, :] < np.asarray(lengths)[:, None]}
@@ -120,7 +125,7 @@ class Features:
         if self.bigram_vocab is not None:
             batch["bigrams"] = pad([self.bigram_vocab.encode(bigrams(self._normalized("bigrams", t))) for t in texts], width)
         if self.matcher is not None:
-            batch.update(self._lattice(texts))
+            batch.update(self._lattice(texts, matches))
         if self.pieces is not None:
             batch["bert_ids"] = self._pieces(texts)
         if self.lac_kind is not None:
@@ -131,8 +136,9 @@ class Features:
         digits = bool(self.fields[field].get("normalize_digits", False))
         return [normalize_char(c, digits) for c in text]
 
-    def _lattice(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        matches = [self.matcher.match(t) for t in texts]
+    def _lattice(self, texts: Sequence[str], matches: Sequence[list[Match]] | None) -> dict[str, np.ndarray]:
+        if matches is None:
+            matches = [self.matcher.match(t) for t in texts]
         counts = [len(m) for m in matches]
         width = max(1, max(counts))  # W >= 1: no model meets an empty dimension
         out = {

@@ -129,19 +129,25 @@ class RuntimeTagger:
         return [entity(text, *s) for s in stitch(pieces, spans)]
 
     def piece_spans(self, chunks: Sequence[str], batch_size: int = 32, confidence: bool = False) -> list[list[tuple]]:
-        """(start, end, type(, probability)) spans of each chunk, tagged in length-sorted batches."""
+        """(start, end, type(, probability)) spans of each chunk, tagged in batches of similar length; a lattice
+        model's chunks are matched against its lexicon first, and batched by length and word count: fewer padded word
+        keys, the same entities, 1.065x (zh-small) and 1.024x (zh-accurate) the sentences per CPU second on MSRA's
+        test set (benchmarks/results/ab_speed_runtime_words_*_b32.json)."""
         out: list[list[tuple]] = [[] for _ in chunks]
         lengths = [len(c) for c in chunks]
-        for idx in budget_batches(lengths, batch_size, ONNX_MAX_CELLS):
+        matches = self.featurizer.match(chunks)  # None without a lexicon
+        words = None if matches is None else [len(m) for m in matches]
+        for idx in budget_batches(lengths, batch_size, ONNX_MAX_CELLS, words=words):
             todo = [i for i in idx if lengths[i] > 0]
             if todo:
-                spans = self._batch_spans([chunks[i] for i in todo], confidence)
+                matched = None if matches is None else [matches[i] for i in todo]
+                spans = self._batch_spans([chunks[i] for i in todo], confidence, matched)
                 for i, found in zip(todo, spans):
                     out[i] = found
         return out
 
-    def _batch_spans(self, chunks: list[str], confidence: bool) -> list[list[tuple]]:
-        batch = self.featurizer.batch(chunks)
+    def _batch_spans(self, chunks: list[str], confidence: bool, matches: list | None = None) -> list[list[tuple]]:
+        batch = self.featurizer.batch(chunks, matches)
         outputs = self.session.run(None, {name: batch[name] for name in self.input_names})
         lengths = [len(c) for c in chunks]
         if len(outputs) == 1:  # a softmax head: the best tag per character
