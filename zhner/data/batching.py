@@ -73,7 +73,7 @@ def budget_batches(
     `benchmarks/speed/batch_padding.py`).
     `words` (a lattice model's lexicon words per sentence): sentences within `bucket` characters of each other's
     length are ordered by their word count, so a batch pads fewer word keys (the three test sets with zh-small's
-    lexicon: 72% of the (character, word) cells real by length alone, 85% so)."""
+    lexicon: 72% of the batches' (character, word) cells real by length alone, 85% so, counted once)."""
     if words is None:
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     else:
