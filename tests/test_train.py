@@ -425,9 +425,11 @@ def test_budget_batches_bound_the_attention_cost():
 
 
 def test_budget_batches_by_word_count_pad_fewer_word_keys():
+    import random
+
     from zhner.data.batching import budget_batches
 
-    rng = __import__("random").Random(0)
+    rng = random.Random(0)
     lengths = [rng.randint(30, 50) for _ in range(2000)] + [5, 900]
     words = [rng.randint(0, 40) for _ in lengths]
     by_length = budget_batches(lengths, batch_size=32, max_cells=100_000)
@@ -443,7 +445,8 @@ def test_budget_batches_by_word_count_pad_fewer_word_keys():
         assert len(b) <= 32 and (len(b) == 1 or len(b) * longest**2 <= 100_000)
         assert min(lengths[i] for i in b) >= longest / 2
     assert [900] in [[lengths[i] for i in b] for b in by_words]
-    assert budget_batches(lengths, 32, 100_000, words=None) == by_length  # no words: longest first, as before
+    heads = [lengths[b[0]] for b in by_length]  # no words: longest first, each batch led by its longest, as before
+    assert heads == sorted(heads, reverse=True) and all(lengths[b[0]] == max(lengths[i] for i in b) for b in by_length)
 
 
 def test_bigram_min_count_keeps_frequent_train_bigrams_only():
