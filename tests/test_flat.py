@@ -195,8 +195,8 @@ def test_attention_matches_eq11(compat):
 
 
 @pytest.mark.parametrize("project_k", [False, True])
-def test_the_exported_key_mask_gives_the_masked_softmax(project_k):
-    """The exported graph's attention carries the key mask inside q . k (`_attend_key_masked`): the outputs of the
+def test_the_exported_key_mask_gives_the_masked_softmax(project_k, monkeypatch):
+    """The exported graph's attention carries the key mask inside q . k (`_key_mask_columns`): the outputs of the
     masked softmax, a sentence with no key at all included (its rows are zero)."""
     torch.manual_seed(0)
     heads, tails, span_mask, L = lattice(seed=5, B=4)
@@ -206,12 +206,13 @@ def test_the_exported_key_mask_gives_the_masked_softmax(project_k):
     positions = SpanPositionEncoding(16, "ff_two")(heads, tails, L - 1)
     allowed = span_mask[:, None, :]  # [B, 1, N]: FLAT's keys-only mask
     x = torch.randn(B, N, 16)
-    H, d = att.heads, att.head_dim
-    q = torch.nn.functional.linear(x, att.qkv.weight[:16], att.qkv.bias[:16]).view(B, N, H, d)
-    kv = torch.nn.functional.linear(x, att.qkv.weight[16:], att.qkv.bias[16:])
-    k, v = kv.view(B, N, 2, H, d).unbind(2) if project_k else (x.view(B, N, H, d), kv.view(B, N, H, d))
-    got = att._attend_key_masked(q, k, v, positions, allowed)
     expected = att(x, positions, allowed)
+    calls = []
+    columns = FlatRelativeAttention._key_mask_columns
+    monkeypatch.setattr(FlatRelativeAttention, "_key_mask_columns", staticmethod(lambda *a: calls.append(1) or columns(*a)))
+    monkeypatch.setattr(torch.compiler, "is_exporting", lambda: True)  # the path torch.onnx.export traces
+    got = att(x, positions, allowed)
+    assert calls == [1]  # the exported path ran
     assert torch.allclose(got, expected, atol=1e-6)
     zero = torch.zeros(N, 16) if att.out is None else att.out.bias.expand(N, 16)  # the projection of a zero row
     assert torch.equal(got[3], zero)

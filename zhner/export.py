@@ -100,6 +100,11 @@ def example_batch(pipeline: Pipeline) -> dict[str, torch.Tensor]:
     return pipeline.featurizer.collate([pipeline.featurizer.encode(ex, labelled=False) for ex in examples])
 
 
+def _key_lengths(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A FLAT batch's `key_lengths` input [K] (zhner.runtime.features.key_length_range of its word spans)."""
+    return torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))
+
+
 def cache_graph(model: str | Path | None = None) -> Path:
     """The graph of a model (a shipped name, default zh-small, or a directory) for the torch-free runtime: its own
     DIR/model.onnx, or the one in the user cache (zhner.runtime.cache), exported there now if it is not there yet."""
@@ -128,7 +133,7 @@ def export_onnx(tagger: Pipeline, path: str | Path, opset: int = OPSET, int8: bo
     lexicon = tagger.featurizer.lexicon if model.task_kind == "tagging" else None
     char_queries = hasattr(model, "export_word_lengths") and lexicon is not None  # FLAT: R over (distance, word length)
     if char_queries and len(model.layers) == 1:
-        batch["key_lengths"] = torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))
+        batch["key_lengths"] = _key_lengths(batch)
     bert = model.bert_encoder() if hasattr(model, "bert_encoder") else None
     names = [k for k in _INPUTS if k in batch and (model.task_kind == "tagging" or bert is None or k in ("bert_ids", "local_mask"))]
     names += [k for k in _ENGLISH if k in batch]
@@ -292,7 +297,7 @@ class OnnxTagger(Tagger):
         if "en_ids" in batch:
             batch = _at_least_one_english_piece(batch, self.translation_field().pad_id)
         if "key_lengths" in self.input_names:  # FLAT's key lengths (a graph exported with them: EXPORT_FORMAT >= 3)
-            batch = batch | {"key_lengths": torch.from_numpy(key_length_range(batch["word_starts"].numpy(), batch["word_ends"].numpy()))}
+            batch = batch | {"key_lengths": _key_lengths(batch)}
         feeds = {name: batch[name].numpy() for name in self.input_names}
         return tuple(self.session.run(None, feeds))  # type: ignore[return-value]
 

@@ -151,10 +151,12 @@ class FlatRelativeAttention(nn.Module):
             k, v = keys.reshape(B, N, H, d), kv.view(B, N, H, d)
         if (positions is None) != (self.w_r is None):
             raise ValueError("positions are required exactly when the attention is relative")
-        key_only = torch.compiler.is_exporting() and self.selector is None and allowed.shape[1] == 1
-        if key_only:  # the exported graph: the key mask rides in q . k (no pass of its own over [B, H, Q, N])
-            return self._attend_key_masked(q, k, v, positions, allowed)
-        scores = torch.matmul((q + self.u).transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, H, Q, N]: (q_i + u) . k_j
+        exporting = torch.compiler.is_exporting()  # no branching on data: the graph must hold for any input
+        key_columns = exporting and self.selector is None and allowed.shape[1] == 1  # see _key_mask_columns
+        query, key = q + self.u, k
+        if key_columns:
+            query, key, has_key = self._key_mask_columns(query, key, allowed)
+        scores = torch.matmul(query.transpose(1, 2), key.permute(0, 2, 3, 1))  # [B, H, Q, N]: (q_i + u) . k_j
         if positions is not None:
             scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11 / NFLAT Eq. 3
         if self.scale != 1.0:
@@ -163,9 +165,10 @@ class FlatRelativeAttention(nn.Module):
             if query_mask is None:
                 raise ValueError("FlatRelativeAttention with a selector needs span_mask")
             attn = self.selector(scores, keys, allowed, query_mask)
+        elif key_columns:  # masked keys score -inf already; a row with no key at all is zeroed on its output below
+            attn = torch.softmax(scores, dim=-1)
         else:
             has_key = allowed.any(-1, keepdim=True)  # [B, 1|Q, 1]
-            exporting = torch.compiler.is_exporting()  # no branching on data: the graph must hold for any input
             empty_rows = exporting or not bool(has_key.all())
             if empty_rows:  # let empty rows see everything (a finite softmax), then zero their weights below
                 allowed = allowed | ~has_key
@@ -176,34 +179,24 @@ class FlatRelativeAttention(nn.Module):
                 attn = attn * has_key[:, None]
         attn = self.dropout(attn)
         out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, D)  # [B, Q, D]
+        if key_columns:
+            out = out * has_key.to(out.dtype)  # [B, 1, 1]: zero weights give a zero output
         return self.out(out) if self.out is not None else out
 
-    def _attend_key_masked(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        positions: SpanPositions | DensePositions | None,
-        allowed: torch.Tensor,
-    ) -> torch.Tensor:
-        """`attend` for a mask on keys alone (allowed [B, 1, N]) as the exported graph computes it; the same scores.
-        The mask is one more dimension of the product: (q_i + u ; 1) . (k_j ; 0 or -inf) = (q_i + u) . k_j, or -inf
-        for a masked key, in the matmul that computes q . k. onnxruntime's masked fill and its multiply by has_key
-        each took a pass over [B, H, Q, N] (5.1% and 0.7% of zh-accurate's graph on MSRA's test set); a row with no
-        key at all gets zero weights as in `attend`, here by zeroing its output [B, Q, D] instead."""
-        (B, Q, H, d), N = q.shape, k.shape[1]
+    @staticmethod
+    def _key_mask_columns(
+        query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The exported graph's key mask (allowed [B, 1, N]) as one more column of the product that computes the
+        scores: (q_i + u ; 1) . (k_j ; 0 or -inf) = (q_i + u) . k_j, or -inf for a masked key. onnxruntime's masked
+        fill and its multiply by has_key each took a pass over [B, H, Q, N] (5.1% and 0.7% of zh-accurate's graph on
+        MSRA's test set). query [B, Q, H, d], key [B, N, H, d] -> [B, Q, H, d + 1], [B, N, H, d + 1], has_key [B, 1, 1]:
+        a row with no key at all sees every key (a finite softmax), and `attend` zeroes its output."""
+        (B, N, H, _), dtype = key.shape, query.dtype
         has_key = allowed.any(-1, keepdim=True)  # [B, 1, 1]
-        visible = allowed | ~has_key  # a row without keys sees every key: a finite softmax, zeroed below
-        bias = torch.zeros(visible.shape, dtype=q.dtype, device=q.device)
+        visible = allowed | ~has_key
+        bias = torch.zeros(visible.shape, dtype=dtype, device=key.device)
         bias = bias.masked_fill(~visible, float("-inf"))  # [B, 1, N]
-        query = torch.cat([q + self.u, torch.ones_like(q[..., :1])], dim=-1)  # [B, Q, H, d + 1]
-        key = torch.cat([k, bias.view(B, N, 1, 1).expand(B, N, H, 1)], dim=-1)  # [B, N, H, d + 1]
-        scores = torch.matmul(query.transpose(1, 2), key.permute(0, 2, 3, 1))  # [B, H, Q, N]
-        if positions is not None:
-            scores = scores.add_(self.position_scores(q, positions))  # + (q_i + v) . W_{k,R} R_ij, Eq. 11
-        if self.scale != 1.0:
-            scores = scores.mul_(self.scale)
-        attn = self.dropout(torch.softmax(scores, dim=-1))
-        out = torch.matmul(attn, v.transpose(1, 2)).transpose(1, 2).reshape(B, Q, H * d)  # [B, Q, D]
-        out = out * has_key.to(out.dtype)
-        return self.out(out) if self.out is not None else out
+        query = torch.cat([query, torch.ones_like(query[..., :1])], dim=-1)
+        key = torch.cat([key, bias.view(B, N, 1, 1).expand(B, N, H, 1)], dim=-1)
+        return query, key, has_key

@@ -158,15 +158,20 @@ def float16_rounding_graph() -> bytes:
     return _model(graph)
 
 
+def _one_thread_session(model: bytes):
+    """An onnxruntime CPU session of a ModelProto written here, one thread (as every zhner default)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
 class OrtBiGRU:
-    """LAC's BiGRU layers in an onnxruntime session (one thread, as every zhner default)."""
+    """LAC's BiGRU layers in an onnxruntime session."""
 
     def __init__(self, lac: LacModel):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(bigru_graph(lac), options, providers=["CPUExecutionProvider"])
+        self.session = _one_thread_session(bigru_graph(lac))
 
     def states(self, ids: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
         """ids [B, L] (padded with anything), lengths [B] -> [B, L, 2H] float32, zero past each length. Run
@@ -220,11 +225,5 @@ def round_to_float16(x: np.ndarray) -> np.ndarray:
         return x.astype(np.float16).astype(np.float32)
     session = _ROUNDERS.get(os.getpid())
     if session is None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        session = _ROUNDERS[os.getpid()] = ort.InferenceSession(
-            float16_rounding_graph(), options, providers=["CPUExecutionProvider"]
-        )
+        session = _ROUNDERS[os.getpid()] = _one_thread_session(float16_rounding_graph())
     return session.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
